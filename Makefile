@@ -1,0 +1,27 @@
+# Everyday commands. `make test` is what CI runs.
+CARGO ?= cargo
+TARGET := x86_64-unknown-linux-gnu
+
+.PHONY: build test demo static bench fmt clippy
+
+build:
+	$(CARGO) build --release
+
+test:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets --features testing -- -D warnings
+	$(CARGO) test --features testing
+
+demo:
+	@echo "demo: not yet"
+
+static:
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target $(TARGET) --bin autoregister
+	@ls -l target/$(TARGET)/release/autoregister | awk '{print "size:", $$5, "bytes"}'
+	@file target/$(TARGET)/release/autoregister
+
+bench:
+	@echo "bench: not yet"
+
+fmt:
+	$(CARGO) fmt --all

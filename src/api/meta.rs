@@ -1,0 +1,105 @@
+//! Object metadata shared by every Kubernetes kind (`metav1.ObjectMeta`, `ListMeta`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// `metav1.ObjectMeta`: the fields the controller reads, plus everything else verbatim.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Object name, unique per kind (and namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Namespace of a namespaced object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Server-assigned unique id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Opaque version used for optimistic concurrency and watches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// Bumped by the server when the spec changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// RFC 3339 creation time, set by the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    /// RFC 3339 time at which graceful deletion started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+    /// Labels; `kube-aggregator.kubernetes.io/automanaged` marks managed objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Annotations, kept verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// Every other field (finalizers, ownerReferences, managedFields, future fields).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ObjectMeta {
+    /// Metadata with only a name.
+    pub fn named(name: impl Into<String>) -> Self {
+        ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        }
+    }
+
+    /// The value of label `key`, if set.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// Sets label `key` to `value`.
+    pub fn set_label(&mut self, key: &str, value: &str) {
+        self.labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
+    }
+}
+
+/// `metav1.ListMeta`: the list's resourceVersion and the pagination token.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMeta {
+    /// Collection version to watch from after this list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// Token for the next page; absent or empty on the last page.
+    #[serde(default, rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub continue_: Option<String>,
+    /// Objects left after this page, when the server knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining_item_count: Option<i64>,
+}
+
+/// A list response (`<Kind>List`) for any kind `K`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", bound(deserialize = "K: Deserialize<'de>"))]
+pub struct ObjectList<K> {
+    /// `apiVersion` of the list.
+    #[serde(default)]
+    pub api_version: String,
+    /// `kind` of the list, e.g. `APIServiceList`.
+    #[serde(default)]
+    pub kind: String,
+    /// resourceVersion and continue token.
+    #[serde(default)]
+    pub metadata: ListMeta,
+    /// The objects of this page (`null` is read as empty).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub items: Vec<K>,
+}
+
+fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}

@@ -1,0 +1,16 @@
+//! API types: the Kubernetes objects this program reads and writes.
+
+mod apiservice;
+mod meta;
+mod resource;
+mod status;
+mod watch;
+
+pub use apiservice::{
+    APIService, APIServiceCondition, APIServiceSpec, APIServiceStatus, ServiceReference,
+    AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START,
+};
+pub use meta::{ListMeta, ObjectList, ObjectMeta};
+pub use resource::Resource;
+pub use status::{Status, StatusCause, StatusDetails};
+pub use watch::{RawWatchEvent, WatchEvent};

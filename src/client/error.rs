@@ -1,0 +1,228 @@
+//! The client's error type, classified the way the API server reports failures.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::api::Status;
+
+/// Why a request to the API server failed.
+#[derive(Debug, Clone)]
+pub enum Error {
+    /// The server answered with an error status (and usually a `Status` body).
+    Api(Box<ApiError>),
+    /// TCP connection could not be established (refused, unreachable, DNS).
+    Connect(String),
+    /// TLS handshake or certificate verification failed.
+    Tls(String),
+    /// A connect, request or watch timeout expired.
+    Timeout(String),
+    /// The connection broke mid-request or mid-body.
+    Io(String),
+    /// The answer could not be decoded (not JSON, wrong shape).
+    Decode(String),
+    /// The answer (or one watch event) exceeded the size limit.
+    TooLarge(String),
+    /// Credentials could not be obtained (token file, exec plugin).
+    Auth(String),
+    /// The client configuration is unusable (bad CA, bad key, bad URL).
+    Config(String),
+    /// The request was cancelled from another thread (shutdown).
+    Cancelled,
+}
+
+/// An error answer from the API server.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// The `Status` body, or one synthesised from the code when the body was not a Status.
+    pub status: Status,
+    /// `Retry-After` (header, or `details.retryAfterSeconds`), if given.
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    /// The Status reason, e.g. `NotFound`, or `""`.
+    pub fn reason(&self) -> &str {
+        self.status.reason.as_deref().unwrap_or("")
+    }
+
+    /// The Status message, or `""`.
+    pub fn message(&self) -> &str {
+        self.status.message.as_deref().unwrap_or("")
+    }
+}
+
+impl Error {
+    /// Builds an API error from a code, an optional Status body and a Retry-After.
+    pub fn api(code: u16, status: Option<Status>, retry_after: Option<Duration>) -> Error {
+        let status = status.unwrap_or_else(|| {
+            Status::failure(
+                code,
+                reason_for_code(code),
+                format!("the server answered HTTP {code}"),
+            )
+        });
+        let retry_after = retry_after.or_else(|| {
+            status
+                .details
+                .as_ref()
+                .and_then(|d| d.retry_after_seconds)
+                .map(|s| Duration::from_secs(u64::from(s)))
+        });
+        Error::Api(Box::new(ApiError {
+            code,
+            status,
+            retry_after,
+        }))
+    }
+
+    /// The API error, when the server answered.
+    pub fn as_api(&self) -> Option<&ApiError> {
+        match self {
+            Error::Api(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn is(&self, reason: &str, code: u16) -> bool {
+        self.as_api().is_some_and(|e| {
+            let r = e.reason();
+            r == reason || (r.is_empty() || r == "Unknown") && e.code == code
+        })
+    }
+
+    /// 404 NotFound.
+    pub fn is_not_found(&self) -> bool {
+        self.is("NotFound", 404)
+    }
+    /// 409 AlreadyExists.
+    pub fn is_already_exists(&self) -> bool {
+        self.as_api().is_some_and(|e| e.reason() == "AlreadyExists")
+    }
+    /// 409 Conflict (stale resourceVersion or failed precondition).
+    pub fn is_conflict(&self) -> bool {
+        self.as_api().is_some_and(|e| {
+            e.reason() == "Conflict" || (e.code == 409 && e.reason() != "AlreadyExists")
+        })
+    }
+    /// 410 Gone or reason Expired: the requested resourceVersion is too old; relist.
+    pub fn is_gone(&self) -> bool {
+        self.as_api()
+            .is_some_and(|e| e.code == 410 || matches!(e.reason(), "Gone" | "Expired"))
+    }
+    /// 422 Invalid.
+    pub fn is_invalid(&self) -> bool {
+        self.is("Invalid", 422)
+    }
+    /// 429 TooManyRequests.
+    pub fn is_too_many_requests(&self) -> bool {
+        self.is("TooManyRequests", 429)
+    }
+    /// 401 Unauthorized.
+    pub fn is_unauthorized(&self) -> bool {
+        self.is("Unauthorized", 401)
+    }
+    /// 403 Forbidden.
+    pub fn is_forbidden(&self) -> bool {
+        self.is("Forbidden", 403)
+    }
+    /// 500 InternalError, 503 ServiceUnavailable, 504 ServerTimeout/Timeout and other 5xx.
+    pub fn is_server_error(&self) -> bool {
+        self.as_api().is_some_and(|e| e.code >= 500)
+    }
+    /// The watch asked for a resourceVersion newer than the server has:
+    /// the server's history moved backwards (restore, restart); relist from scratch.
+    pub fn is_resource_version_too_large(&self) -> bool {
+        self.as_api().is_some_and(|e| {
+            let causes = e
+                .status
+                .details
+                .as_ref()
+                .map(|d| d.causes.as_slice())
+                .unwrap_or(&[]);
+            causes
+                .iter()
+                .any(|c| c.reason.as_deref() == Some("ResourceVersionTooLarge"))
+                || e.message().contains("Too large resource version")
+        })
+    }
+    /// No answer from the server: connect, TLS, timeout or a cut connection.
+    pub fn is_transport(&self) -> bool {
+        matches!(
+            self,
+            Error::Connect(_) | Error::Tls(_) | Error::Timeout(_) | Error::Io(_)
+        )
+    }
+    /// How long the server asked us to wait, if it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.as_api().and_then(|e| e.retry_after)
+    }
+    /// The field causes of an `Invalid` answer as `field: message` strings.
+    pub fn causes(&self) -> Vec<String> {
+        let Some(e) = self.as_api() else {
+            return Vec::new();
+        };
+        let Some(details) = &e.status.details else {
+            return Vec::new();
+        };
+        details
+            .causes
+            .iter()
+            .map(|c| match (&c.field, &c.message) {
+                (Some(f), Some(m)) => format!("{f}: {m}"),
+                (None, Some(m)) => m.clone(),
+                (Some(f), None) => f.clone(),
+                (None, None) => c.reason.clone().unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+/// The Status reason the API server uses for a bare HTTP code.
+pub fn reason_for_code(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        406 => "NotAcceptable",
+        409 => "Conflict",
+        410 => "Gone",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "Unknown",
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Api(e) => {
+                write!(f, "{} ({}): {}", e.reason(), e.code, e.message())?;
+                let causes = self.causes();
+                if !causes.is_empty() && !e.message().contains(&causes[0]) {
+                    write!(f, " [{}]", causes.join("; "))?;
+                }
+                Ok(())
+            }
+            Error::Connect(m) => write!(f, "connect failed: {m}"),
+            Error::Tls(m) => write!(f, "TLS failed: {m}"),
+            Error::Timeout(m) => write!(f, "timed out: {m}"),
+            Error::Io(m) => write!(f, "connection broken: {m}"),
+            Error::Decode(m) => write!(f, "cannot decode the answer: {m}"),
+            Error::TooLarge(m) => write!(f, "answer too large: {m}"),
+            Error::Auth(m) => write!(f, "credentials: {m}"),
+            Error::Config(m) => write!(f, "client configuration: {m}"),
+            Error::Cancelled => write!(f, "cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

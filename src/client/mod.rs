@@ -1,0 +1,20 @@
+//! Blocking Kubernetes REST client over one shared `ureq` agent with rustls.
+
+mod auth;
+mod config;
+mod error;
+mod ratelimit;
+mod rest;
+mod transport;
+mod typed_api;
+mod watch;
+
+pub use config::{AuthConfig, Config, TlsConfig, DEFAULT_BURST, DEFAULT_QPS};
+pub use error::{ApiError, Error};
+pub use rest::{Client, MAX_BODY_BYTES};
+pub use transport::Canceller;
+pub use typed_api::{Api, DeleteParams, ListParams, WatchParams, WATCH_SLACK};
+pub use watch::{WatchStream, MAX_EVENT_BYTES};
+
+/// `User-Agent` sent with every request.
+pub const USER_AGENT: &str = concat!("autoregister/", env!("CARGO_PKG_VERSION"));

@@ -1,0 +1,217 @@
+//! The blocking REST client: one driver that every verb goes through.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ureq::http;
+
+use super::auth::Authenticator;
+use super::config::Config;
+use super::ratelimit::TokenBucket;
+use super::transport::{Canceller, Transport};
+use super::Error;
+use crate::api::Status;
+
+/// Largest non-watch answer we read (a full page of 500 large objects fits easily).
+pub const MAX_BODY_BYTES: u64 = 64 << 20;
+
+/// A blocking client for one API server; cheap to clone, shares one connection pool.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    transport: Transport,
+    auth: Authenticator,
+    limiter: TokenBucket,
+}
+
+/// HTTP verbs the client uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verb {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Verb {
+    fn method(self) -> http::Method {
+        match self {
+            Verb::Get => http::Method::GET,
+            Verb::Post => http::Method::POST,
+            Verb::Put => http::Method::PUT,
+            Verb::Delete => http::Method::DELETE,
+        }
+    }
+}
+
+impl Client {
+    /// Builds a client (TLS, credentials, rate limiter) from `config`.
+    pub fn new(config: Config) -> Result<Client, Error> {
+        let transport = Transport::new(&config)?;
+        let auth = Authenticator::new(&config.auth)?;
+        let limiter = TokenBucket::new(config.qps, config.burst);
+        Ok(Client {
+            inner: Arc::new(Inner {
+                config,
+                transport,
+                auth,
+                limiter,
+            }),
+        })
+    }
+
+    /// The configuration this client was built from.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Sends a request and returns the body of a 2xx answer (at most [`MAX_BODY_BYTES`]).
+    pub(crate) fn send(
+        &self,
+        verb: Verb,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, Error> {
+        let agent = self.inner.transport.agent();
+        let resp = self.execute(agent, verb, path, body, self.inner.config.timeout)?;
+        let mut buf = Vec::new();
+        resp.into_body()
+            .into_reader()
+            .take(MAX_BODY_BYTES + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| io_error(&e))?;
+        if buf.len() as u64 > MAX_BODY_BYTES {
+            return Err(Error::TooLarge(format!(
+                "{verb:?} {path}: more than {MAX_BODY_BYTES} bytes"
+            )));
+        }
+        Ok(buf)
+    }
+
+    /// Opens a streaming GET (a watch); the body may stay open for `timeout`.
+    pub(crate) fn open_stream(
+        &self,
+        path: &str,
+        timeout: Duration,
+        cancel: &Canceller,
+    ) -> Result<ureq::BodyReader<'static>, Error> {
+        let agent = self.inner.transport.watch_agent(cancel);
+        let resp = self.execute(&agent, Verb::Get, path, None, timeout)?;
+        Ok(resp.into_body().into_reader())
+    }
+
+    /// The one driver: rate limit, credentials, send, classify; retries once after a 401
+    /// when the credentials could be refreshed (rotated token file, expired exec token).
+    fn execute(
+        &self,
+        agent: &ureq::Agent,
+        verb: Verb,
+        path: &str,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<http::Response<ureq::Body>, Error> {
+        let url = format!("{}{}", self.inner.config.server, path);
+        let mut retried_auth = false;
+        loop {
+            self.inner.limiter.acquire();
+            let mut builder = http::Request::builder()
+                .method(verb.method())
+                .uri(&url)
+                .header("Accept", "application/json");
+            if body.is_some() {
+                builder = builder.header("Content-Type", "application/json");
+            }
+            if let Some(auth) = self.inner.auth.header()? {
+                builder = builder.header("Authorization", auth);
+            }
+            let request = builder
+                .body(body.clone().unwrap_or_default())
+                .map_err(|e| Error::Config(format!("bad request {url}: {e}")))?;
+            let request = agent
+                .configure_request(request)
+                .timeout_global(Some(timeout))
+                .build();
+            let resp = agent.run(request).map_err(|e| map_ureq(e, &url))?;
+            let code = resp.status().as_u16();
+            if (200..300).contains(&code) {
+                return Ok(resp);
+            }
+            if code == 401 && !retried_auth && self.inner.auth.invalidate() {
+                retried_auth = true;
+                continue;
+            }
+            return Err(error_from_response(resp));
+        }
+    }
+}
+
+/// Turns a non-2xx answer into a classified [`Error`], reading at most 1 MiB of its body.
+fn error_from_response(resp: http::Response<ureq::Body>) -> Error {
+    let code = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get("Retry-After")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let mut buf = Vec::new();
+    // A broken error body still leaves us the code; ignore read errors here.
+    let _ = resp
+        .into_body()
+        .into_reader()
+        .take(1 << 20)
+        .read_to_end(&mut buf);
+    let status = serde_json::from_slice::<Status>(&buf)
+        .ok()
+        .filter(|s| s.kind.as_deref() == Some("Status"));
+    let status = status.or_else(|| {
+        let text = String::from_utf8_lossy(&buf).trim().to_string();
+        (!text.is_empty()).then(|| {
+            let mut s = Status::failure(code, super::error::reason_for_code(code), text);
+            s.message = s.message.map(|m| m.chars().take(512).collect());
+            s
+        })
+    });
+    Error::api(code, status, retry_after)
+}
+
+/// Maps a ureq failure (no HTTP answer) to our classification.
+pub(crate) fn map_ureq(e: ureq::Error, url: &str) -> Error {
+    match e {
+        ureq::Error::Timeout(t) => Error::Timeout(format!("{url}: {t:?}")),
+        ureq::Error::HostNotFound => Error::Connect(format!("{url}: host not found")),
+        ureq::Error::ConnectionFailed => Error::Connect(format!("{url}: connection failed")),
+        ureq::Error::Tls(m) => Error::Tls(format!("{url}: {m}")),
+        ureq::Error::Rustls(e) => Error::Tls(format!("{url}: {e}")),
+        ureq::Error::Pem(e) => Error::Config(format!("{url}: PEM: {e}")),
+        ureq::Error::BadUri(m) => Error::Config(format!("bad URL {url}: {m}")),
+        ureq::Error::Http(e) => Error::Config(format!("bad request {url}: {e}")),
+        ureq::Error::BodyExceedsLimit(n) => Error::TooLarge(format!("{url}: more than {n} bytes")),
+        ureq::Error::Io(io) => {
+            let m = format!("{url}: {io}");
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused
+                | std::io::ErrorKind::AddrNotAvailable
+                | std::io::ErrorKind::NotFound => Error::Connect(m),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => Error::Timeout(m),
+                _ => Error::Io(m),
+            }
+        }
+        other => Error::Io(format!("{url}: {other}")),
+    }
+}
+
+/// Maps an error from reading a body (ureq wraps its own errors in io::Error).
+pub(crate) fn io_error(e: &std::io::Error) -> Error {
+    let text = e.to_string();
+    match e.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => Error::Timeout(text),
+        _ if text.contains("timeout") || text.contains("Timeout") => Error::Timeout(text),
+        _ => Error::Io(text),
+    }
+}

@@ -1,0 +1,248 @@
+//! Typed verbs for one kind: get, list, watch, create, update, delete.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::rest::{Client, Verb};
+use super::transport::Canceller;
+use super::watch::WatchStream;
+use super::Error;
+use crate::api::{ObjectList, Resource};
+
+/// Extra time a watch body may stay open beyond `timeoutSeconds` before we call it dead.
+pub const WATCH_SLACK: Duration = Duration::from_secs(30);
+
+/// Parameters of a list call.
+#[derive(Clone, Debug, Default)]
+pub struct ListParams {
+    /// Page size (`limit`).
+    pub limit: Option<u32>,
+    /// Token from the previous page (`continue`).
+    pub continue_token: Option<String>,
+    /// `resourceVersion` semantics for the list (e.g. `0` for any cached version).
+    pub resource_version: Option<String>,
+    /// Label selector, e.g. `kube-aggregator.kubernetes.io/automanaged=true`.
+    pub label_selector: Option<String>,
+}
+
+/// Parameters of a watch call.
+#[derive(Clone, Debug, Default)]
+pub struct WatchParams {
+    /// Start after this resourceVersion.
+    pub resource_version: String,
+    /// The server ends the watch after this many seconds.
+    pub timeout_seconds: u32,
+    /// Ask for `BOOKMARK` events.
+    pub allow_bookmarks: bool,
+    /// Label selector.
+    pub label_selector: Option<String>,
+}
+
+/// Preconditions of a delete.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteParams {
+    /// Delete only if the object still has this UID.
+    pub uid: Option<String>,
+    /// Delete only if the object still has this resourceVersion.
+    pub resource_version: Option<String>,
+}
+
+/// A typed handle on one kind (in one namespace, for namespaced kinds).
+pub struct Api<K> {
+    client: Client,
+    namespace: Option<String>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Api<K> {
+    fn clone(&self) -> Self {
+        Api {
+            client: self.client.clone(),
+            namespace: self.namespace.clone(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K: Resource> Api<K> {
+    /// All objects of a cluster-scoped kind (or of every namespace).
+    pub fn all(client: Client) -> Self {
+        Api {
+            client,
+            namespace: None,
+            _kind: PhantomData,
+        }
+    }
+
+    /// Objects of a namespaced kind in `namespace`.
+    pub fn namespaced(client: Client, namespace: &str) -> Self {
+        Api {
+            client,
+            namespace: Some(namespace.to_string()),
+            _kind: PhantomData,
+        }
+    }
+
+    /// The client under this handle.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn collection_path(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!(
+                "{}/namespaces/{}/{}",
+                K::group_version_path(),
+                encode(ns),
+                K::PLURAL
+            ),
+            None => format!("{}/{}", K::group_version_path(), K::PLURAL),
+        }
+    }
+
+    fn object_path(&self, name: &str) -> Result<String, Error> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(Error::Config(format!("invalid object name {name:?}")));
+        }
+        Ok(format!("{}/{}", self.collection_path(), encode(name)))
+    }
+
+    /// Reads one object.
+    pub fn get(&self, name: &str) -> Result<K, Error> {
+        let body = self
+            .client
+            .send(Verb::Get, &self.object_path(name)?, None)?;
+        decode(&body)
+    }
+
+    /// Reads one page of objects.
+    pub fn list(&self, p: &ListParams) -> Result<ObjectList<K>, Error> {
+        let mut q = Query::default();
+        q.opt("limit", p.limit.map(|l| l.to_string()).as_deref());
+        q.opt("continue", p.continue_token.as_deref());
+        q.opt("resourceVersion", p.resource_version.as_deref());
+        q.opt("labelSelector", p.label_selector.as_deref());
+        let body = self
+            .client
+            .send(Verb::Get, &q.finish(self.collection_path()), None)?;
+        decode(&body)
+    }
+
+    /// Opens a watch; events are decoded as they arrive.
+    pub fn watch(&self, p: &WatchParams, cancel: &Canceller) -> Result<WatchStream<K>, Error> {
+        let mut q = Query::default();
+        q.opt("watch", Some("true"));
+        q.opt(
+            "resourceVersion",
+            Some(&p.resource_version)
+                .filter(|v| !v.is_empty())
+                .map(String::as_str),
+        );
+        q.opt("allowWatchBookmarks", p.allow_bookmarks.then_some("true"));
+        q.opt(
+            "timeoutSeconds",
+            Some(p.timeout_seconds.to_string()).as_deref(),
+        );
+        q.opt("labelSelector", p.label_selector.as_deref());
+        let timeout = Duration::from_secs(u64::from(p.timeout_seconds)) + WATCH_SLACK;
+        let reader = self
+            .client
+            .open_stream(&q.finish(self.collection_path()), timeout, cancel)?;
+        Ok(WatchStream::new(reader, cancel.clone()))
+    }
+
+    /// Creates `obj`; answers the stored object.
+    pub fn create(&self, obj: &K) -> Result<K, Error> {
+        let body =
+            self.client
+                .send(Verb::Post, &self.collection_path(), Some(encode_json(obj)?))?;
+        decode(&body)
+    }
+
+    /// Replaces `obj` (PUT); its `metadata.resourceVersion` makes it conditional.
+    pub fn update(&self, obj: &K) -> Result<K, Error> {
+        let path = self.object_path(obj.name())?;
+        let body = self
+            .client
+            .send(Verb::Put, &path, Some(encode_json(obj)?))?;
+        decode(&body)
+    }
+
+    /// Deletes `name`, subject to the preconditions in `p`.
+    pub fn delete(&self, name: &str, p: &DeleteParams) -> Result<(), Error> {
+        let opts = DeleteOptions {
+            api_version: "v1",
+            kind: "DeleteOptions",
+            preconditions: (p.uid.is_some() || p.resource_version.is_some()).then(|| {
+                Preconditions {
+                    uid: p.uid.clone(),
+                    resource_version: p.resource_version.clone(),
+                }
+            }),
+        };
+        let path = self.object_path(name)?;
+        self.client
+            .send(Verb::Delete, &path, Some(encode_json(&opts)?))?;
+        Ok(())
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeleteOptions {
+    api_version: &'static str,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preconditions: Option<Preconditions>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Preconditions {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<String>,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
+    serde_json::from_slice(body).map_err(|e| Error::Decode(e.to_string()))
+}
+
+fn encode_json<T: Serialize>(v: &T) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(v).map_err(|e| Error::Decode(format!("cannot encode request: {e}")))
+}
+
+/// Builds `?a=b&c=d` with percent-encoded values.
+#[derive(Default)]
+struct Query(Vec<String>);
+
+impl Query {
+    fn opt(&mut self, key: &str, value: Option<&str>) {
+        if let Some(v) = value {
+            self.0.push(format!("{key}={}", encode(v)));
+        }
+    }
+    fn finish(self, path: String) -> String {
+        if self.0.is_empty() {
+            path
+        } else {
+            format!("{path}?{}", self.0.join("&"))
+        }
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+pub(crate) fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,115 @@
+//! A watch stream: newline-delimited JSON events read incrementally from a chunked body.
+
+use std::io::{BufRead, BufReader, Read};
+use std::marker::PhantomData;
+
+use super::rest::io_error;
+use super::transport::Canceller;
+use super::Error;
+use crate::api::WatchEvent;
+
+/// Largest single watch event we accept (etcd caps objects at 1.5 MiB).
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
+/// A blocking iterator of watch events; ends when the server closes the stream.
+pub struct WatchStream<K> {
+    reader: BufReader<Box<dyn Read + Send>>,
+    cancel: Canceller,
+    line: Vec<u8>,
+    done: bool,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K: serde::de::DeserializeOwned> WatchStream<K> {
+    /// Wraps a body reader.
+    pub(crate) fn new(reader: impl Read + Send + 'static, cancel: Canceller) -> Self {
+        WatchStream {
+            reader: BufReader::with_capacity(64 << 10, Box::new(reader)),
+            cancel,
+            line: Vec::new(),
+            done: false,
+            _kind: PhantomData,
+        }
+    }
+
+    /// A handle that ends this stream from another thread.
+    pub fn canceller(&self) -> Canceller {
+        self.cancel.clone()
+    }
+
+    /// Reads up to the next newline; Ok(false) at a clean end of stream.
+    fn read_line(&mut self) -> Result<bool, Error> {
+        self.line.clear();
+        loop {
+            let buf = match self.reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.read_error(&e)),
+            };
+            if buf.is_empty() {
+                if self.line.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(false);
+                }
+                return Err(Error::Io(format!(
+                    "watch stream ended in the middle of an event ({} bytes)",
+                    self.line.len()
+                )));
+            }
+            let (chunk, found) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (&buf[..=i], true),
+                None => (buf, false),
+            };
+            if self.line.len() + chunk.len() > MAX_EVENT_BYTES {
+                return Err(Error::TooLarge(format!(
+                    "watch event over {MAX_EVENT_BYTES} bytes"
+                )));
+            }
+            self.line.extend_from_slice(chunk);
+            let n = chunk.len();
+            self.reader.consume(n);
+            if found {
+                if self.line.iter().all(u8::is_ascii_whitespace) {
+                    self.line.clear();
+                    continue;
+                }
+                return Ok(true);
+            }
+        }
+    }
+
+    fn read_error(&self, e: &std::io::Error) -> Error {
+        if self.cancel.is_cancelled() {
+            Error::Cancelled
+        } else {
+            io_error(e)
+        }
+    }
+}
+
+impl<K: serde::de::DeserializeOwned> Iterator for WatchStream<K> {
+    type Item = Result<WatchEvent<K>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.cancel.is_cancelled() {
+            self.done = true;
+            return Some(Err(Error::Cancelled));
+        }
+        match self.read_line() {
+            Ok(true) => Some(
+                WatchEvent::from_json(&self.line)
+                    .map_err(|e| Error::Decode(format!("watch event: {e}"))),
+            ),
+            Ok(false) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

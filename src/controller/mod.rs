@@ -1,0 +1,1 @@
+//! The autoregister controller: desired set, decision table, workers, manifests.

@@ -1,0 +1,15 @@
+//! autoregister: keeps a declared set of Kubernetes APIService objects registered.
+//!
+//! A synchronous port of kube-aggregator's autoregister controller: blocking
+//! list/watch threads fill a cache, a workqueue with per-key backoff feeds a
+//! fixed pool of worker threads, and the workers call the REST API directly.
+//! No async runtime.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod api;
+pub mod client;
+pub mod controller;
+pub mod runtime;
+#[cfg(feature = "testing")]
+pub mod testserver;

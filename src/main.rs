@@ -1,0 +1,5 @@
+//! The `autoregister` command.
+
+fn main() {
+    println!("autoregister {}", env!("CARGO_PKG_VERSION"));
+}

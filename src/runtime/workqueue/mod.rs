@@ -1,0 +1,1 @@
+//! A client-go style workqueue: dedup, processing set, delays, per-key rate limiting.

@@ -1,0 +1,1 @@
+//! An in-process Kubernetes API server with real semantics, for tests, benchmarks and the demo.
