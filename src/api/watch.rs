@@ -16,7 +16,7 @@ pub enum WatchEvent<K> {
     /// A progress marker: only `metadata.resourceVersion` is meaningful.
     Bookmark(String),
     /// The server ended the watch with an error, e.g. 410 Expired.
-    Error(Status),
+    Error(Box<Status>),
 }
 
 /// The wire form: `{"type": "...", "object": {...}}`.
@@ -60,7 +60,7 @@ impl<K: serde::de::DeserializeOwned> WatchEvent<K> {
                 let b: BookmarkObject = serde_json::from_value(raw.object)?;
                 WatchEvent::Bookmark(b.metadata.resource_version)
             }
-            "ERROR" => WatchEvent::Error(serde_json::from_value(raw.object)?),
+            "ERROR" => WatchEvent::Error(Box::new(serde_json::from_value(raw.object)?)),
             other => {
                 return Err(serde_json::Error::custom(format!(
                     "unknown watch event type {other:?}"
