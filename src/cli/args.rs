@@ -1,0 +1,223 @@
+//! Command-line parsing (lexopt): `run`, `plan`, `version`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use autoregister::client::{DEFAULT_BURST, DEFAULT_QPS};
+
+use super::duration;
+
+/// Usage text printed for `--help` and after usage errors.
+pub const USAGE: &str = "\
+usage:
+  autoregister run  --manifests PATH [--once] [--timeout DUR] [--workers N]
+                    [--kubeconfig FILE] [--context NAME] [--server URL]
+                    [--qps F] [--burst N] [--resync DUR]
+  autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
+  autoregister version
+
+PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
+Durations: 500ms, 30s, 2m, 1h.
+Exit codes: 0 ok, 1 did not converge / runtime failure, 2 bad usage, manifest or kubeconfig.";
+
+/// A parsed command line.
+#[derive(Debug)]
+pub enum Command {
+    /// Keep the manifests' APIServices registered.
+    Run(RunArgs),
+    /// Print what `run` would do.
+    Plan(PlanArgs),
+    /// Print the version.
+    Version,
+    /// Print usage.
+    Help,
+}
+
+/// How to reach the API server.
+#[derive(Debug, Default)]
+pub struct KubeArgs {
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`.
+    pub context: Option<String>,
+    /// `--server`.
+    pub server: Option<String>,
+    /// `--qps` (0 = off).
+    pub qps: Option<f32>,
+    /// `--burst`.
+    pub burst: Option<u32>,
+}
+
+/// Arguments of `run`.
+#[derive(Debug)]
+pub struct RunArgs {
+    /// `--manifests`.
+    pub manifests: PathBuf,
+    /// `--once`.
+    pub once: bool,
+    /// `--timeout` (for `--once`).
+    pub timeout: Duration,
+    /// `--workers`.
+    pub workers: usize,
+    /// `--resync`.
+    pub resync: Option<Duration>,
+    /// Connection flags.
+    pub kube: KubeArgs,
+}
+
+/// Arguments of `plan`.
+#[derive(Debug)]
+pub struct PlanArgs {
+    /// `--manifests`.
+    pub manifests: PathBuf,
+    /// Connection flags.
+    pub kube: KubeArgs,
+}
+
+/// Parses `args` (without the program name).
+pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Command, String> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(args);
+    let sub = match parser.next().map_err(|e| e.to_string())? {
+        Some(Value(v)) => v.string().map_err(|e| e.to_string())?,
+        Some(Long("help") | Short('h')) | None => return Ok(Command::Help),
+        Some(Long("version")) => return Ok(Command::Version),
+        Some(other) => return Err(other.unexpected().to_string()),
+    };
+    if !matches!(sub.as_str(), "run" | "plan" | "version") {
+        return Err(format!("unknown command {sub:?}"));
+    }
+    let mut manifests = None;
+    let mut once = false;
+    let mut timeout = Duration::from_secs(60);
+    let mut workers = 2usize;
+    let mut resync = None;
+    let mut kube = KubeArgs::default();
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        let run_only = |name: &str| {
+            if sub == "run" {
+                Ok(())
+            } else {
+                Err(format!("--{name} is only valid for `run`"))
+            }
+        };
+        match arg {
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Long("manifests") if sub != "version" => manifests = Some(PathBuf::from(value(&mut parser)?)),
+            Long("kubeconfig") if sub != "version" => kube.kubeconfig = Some(PathBuf::from(value(&mut parser)?)),
+            Long("context") if sub != "version" => kube.context = Some(value(&mut parser)?),
+            Long("server") if sub != "version" => kube.server = Some(value(&mut parser)?),
+            Long("qps") if sub != "version" => {
+                let v = value(&mut parser)?;
+                let q: f32 = v.parse().map_err(|_| format!("--qps: invalid number {v:?}"))?;
+                if !(q >= 0.0 && q.is_finite()) {
+                    return Err(format!("--qps must be >= 0, got {v}"));
+                }
+                kube.qps = Some(q);
+            }
+            Long("burst") if sub != "version" => {
+                let v = value(&mut parser)?;
+                let b: u32 = v.parse().map_err(|_| format!("--burst: invalid number {v:?}"))?;
+                kube.burst = Some(b.max(1));
+            }
+            Long("once") => {
+                run_only("once")?;
+                once = true;
+            }
+            Long("timeout") => {
+                run_only("timeout")?;
+                timeout = duration::parse(&value(&mut parser)?).map_err(|e| format!("--timeout: {e}"))?;
+            }
+            Long("workers") => {
+                run_only("workers")?;
+                let v = value(&mut parser)?;
+                workers = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=256).contains(n))
+                    .ok_or_else(|| format!("--workers must be 1..=256, got {v:?}"))?;
+            }
+            Long("resync") => {
+                run_only("resync")?;
+                let d = duration::parse(&value(&mut parser)?).map_err(|e| format!("--resync: {e}"))?;
+                resync = (!d.is_zero()).then_some(d);
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    if sub == "version" {
+        return Ok(Command::Version);
+    }
+    let manifests = manifests.ok_or_else(|| format!("`{sub}` needs --manifests PATH"))?;
+    Ok(if sub == "run" {
+        Command::Run(RunArgs { manifests, once, timeout, workers, resync, kube })
+    } else {
+        Command::Plan(PlanArgs { manifests, kube })
+    })
+}
+
+fn value(parser: &mut lexopt::Parser) -> Result<String, String> {
+    parser
+        .value()
+        .map_err(|e| e.to_string())?
+        .into_string()
+        .map_err(|v| format!("argument is not UTF-8: {v:?}"))
+}
+
+impl KubeArgs {
+    /// The client-side rate limit: flags, else the defaults.
+    pub fn limits(&self) -> (f32, u32) {
+        (self.qps.unwrap_or(DEFAULT_QPS), self.burst.unwrap_or(DEFAULT_BURST))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Command, String> {
+        parse(s.split_whitespace().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn run_with_every_flag() {
+        let Ok(Command::Run(r)) = p("run --manifests m --once --timeout 2s --workers 4 --server http://x \
+             --context c --kubeconfig k --qps 0 --burst 7 --resync 1m")
+        else {
+            panic!("not a run command");
+        };
+        assert_eq!(r.manifests, PathBuf::from("m"));
+        assert!(r.once);
+        assert_eq!(r.timeout, Duration::from_secs(2));
+        assert_eq!(r.workers, 4);
+        assert_eq!(r.resync, Some(Duration::from_secs(60)));
+        assert_eq!(r.kube.server.as_deref(), Some("http://x"));
+        assert_eq!(r.kube.limits(), (0.0, 7));
+    }
+
+    #[test]
+    fn equals_form_and_defaults() {
+        let Ok(Command::Run(r)) = p("run --manifests=dir") else { panic!("not run") };
+        assert_eq!(r.timeout, Duration::from_secs(60));
+        assert_eq!(r.workers, 2);
+        assert_eq!(r.kube.limits(), (DEFAULT_QPS, DEFAULT_BURST));
+    }
+
+    #[test]
+    fn usage_errors() {
+        assert!(p("run").unwrap_err().contains("--manifests"));
+        assert!(p("plan --manifests m --once").unwrap_err().contains("only valid for `run`"));
+        assert!(p("run --manifests m --workers 0").is_err());
+        assert!(p("run --manifests m --timeout 10").is_err());
+        assert!(p("run --manifests m --bogus").is_err());
+        assert!(p("frobnicate").is_err());
+        assert!(p("run --manifests m --qps -1").is_err());
+    }
+
+    #[test]
+    fn version_and_help() {
+        assert!(matches!(p("version"), Ok(Command::Version)));
+        assert!(matches!(p("--help"), Ok(Command::Help)));
+        assert!(matches!(p(""), Ok(Command::Help)));
+    }
+}

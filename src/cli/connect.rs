@@ -1,0 +1,21 @@
+//! Builds the API client from the connection flags.
+
+use autoregister::client::{Client, Config, ConnectOptions};
+
+use super::args::KubeArgs;
+
+/// A client for the cluster the flags (or KUBECONFIG, ~/.kube/config, in-cluster) point at.
+/// Errors are messages for exit code 2.
+pub fn client(kube: &KubeArgs) -> Result<Client, String> {
+    let opts = ConnectOptions {
+        kubeconfig: kube.kubeconfig.clone(),
+        context: kube.context.clone(),
+        server: kube.server.clone(),
+    };
+    let mut config = Config::infer(&opts).map_err(|e| e.to_string())?;
+    let (qps, burst) = kube.limits();
+    config.qps = qps;
+    config.burst = burst;
+    log::info!("connecting to {} ({})", config.server, config.origin);
+    Client::new(config).map_err(|e| format!("cannot build the client: {e}"))
+}

@@ -1,0 +1,240 @@
+//! The embeddable controller: registration methods, start, wait, shutdown.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use log::{debug, info};
+use parking_lot::Mutex;
+
+use super::decision::{with_label, Desired, SyncMode};
+use super::state::State;
+use super::sync;
+use crate::api::APIService;
+use crate::client::{Api, Client};
+use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
+use crate::runtime::store::Store;
+use crate::runtime::workqueue::RateLimitingQueue;
+
+/// Name of the workqueue (the `name` label of its metrics), as upstream.
+pub const QUEUE_NAME: &str = "autoregister";
+
+/// Settings of a [`Controller`].
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    /// Worker threads processing names in parallel.
+    pub workers: usize,
+    /// Re-deliver every cached object this often (None: never).
+    pub resync: Option<Duration>,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions { workers: 2, resync: None }
+    }
+}
+
+/// A name that has not synced successfully yet, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    /// APIService name.
+    pub name: String,
+    /// The last error, or why it has not been tried.
+    pub reason: String,
+}
+
+/// The autoregister controller; a cheap, `Clone + Send + Sync` handle.
+#[derive(Clone)]
+pub struct Controller {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    api: Api<APIService>,
+    options: ControllerOptions,
+    state: State,
+    store: Arc<Store<APIService>>,
+    queue: Arc<RateLimitingQueue<String>>,
+    threads: Mutex<Threads>,
+}
+
+#[derive(Default)]
+struct Threads {
+    started: bool,
+    reflector: Option<ReflectorHandle>,
+    others: Vec<JoinHandle<()>>,
+}
+
+/// Enqueues the name of every object the reflector reports.
+struct Enqueue(Arc<RateLimitingQueue<String>>);
+
+impl EventHandler<APIService> for Enqueue {
+    fn on_add(&self, obj: &Arc<APIService>) {
+        self.0.add(obj.metadata.name.clone().unwrap_or_default());
+    }
+    fn on_update(&self, _old: &Arc<APIService>, new: &Arc<APIService>) {
+        self.0.add(new.metadata.name.clone().unwrap_or_default());
+    }
+    fn on_delete(&self, obj: &Arc<APIService>) {
+        self.0.add(obj.metadata.name.clone().unwrap_or_default());
+    }
+}
+
+impl Controller {
+    /// A controller for the cluster behind `client`; nothing runs until [`start`](Self::start).
+    pub fn new(client: Client, options: ControllerOptions) -> Self {
+        Controller {
+            inner: Arc::new(Inner {
+                api: Api::all(client),
+                options,
+                state: State::default(),
+                store: Arc::new(Store::new()),
+                queue: Arc::new(RateLimitingQueue::with_defaults(QUEUE_NAME)),
+                threads: Mutex::new(Threads::default()),
+            }),
+        }
+    }
+
+    /// Registers `obj` to be synced once, when the controller starts (label `onstart`).
+    pub fn add_api_service_to_sync_on_start(&self, obj: APIService) {
+        self.add(obj, SyncMode::OnStart);
+    }
+
+    /// Registers `obj` to be kept in sync continuously (label `true`).
+    pub fn add_api_service_to_sync(&self, obj: APIService) {
+        self.add(obj, SyncMode::Always);
+    }
+
+    /// Stops syncing `name`; a managed object left behind is deleted.
+    pub fn remove_api_service_to_sync(&self, name: &str) {
+        if self.inner.state.remove_desired(name).is_some() {
+            debug!("{name}: removed from the desired set");
+        }
+        self.inner.queue.add(name.to_string());
+    }
+
+    fn add(&self, obj: APIService, mode: SyncMode) {
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let object = with_label(obj, mode);
+        self.inner.state.set_desired(name.clone(), Desired { object, mode });
+        self.inner.queue.add(name);
+    }
+
+    /// Starts the reflector and, once its cache has synced, the workers. Idempotent.
+    pub fn start(&self) {
+        let mut threads = self.inner.threads.lock();
+        if threads.started {
+            return;
+        }
+        threads.started = true;
+        let opts = ReflectorOptions { resync: self.inner.options.resync, ..Default::default() };
+        threads.reflector = Some(Reflector::spawn(
+            self.inner.api.clone(),
+            self.inner.store.clone(),
+            Arc::new(Enqueue(self.inner.queue.clone())),
+            opts,
+        ));
+        let inner = self.inner.clone();
+        let starter = std::thread::Builder::new()
+            .name("autoregister-start".into())
+            .spawn(move || inner.start_workers_after_sync());
+        match starter {
+            Ok(h) => threads.others.push(h),
+            Err(e) => log::error!("cannot start the worker starter thread: {e}"),
+        }
+    }
+
+    /// Waits until the cache has synced; false on timeout.
+    pub fn wait_until_synced(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        self.inner.state.wait_until(deadline, || self.inner.state.at_start().is_some())
+    }
+
+    /// Waits until every desired name, and every managed name present at start, has synced
+    /// successfully once; on timeout returns what is still pending and why.
+    pub fn wait_converged(&self, timeout: Duration) -> Result<(), Vec<Pending>> {
+        let deadline = Instant::now() + timeout;
+        let inner = &self.inner;
+        let done = || inner.state.at_start().is_some() && inner.pending().is_empty();
+        if inner.state.wait_until(deadline, done) {
+            return Ok(());
+        }
+        if inner.state.at_start().is_none() {
+            return Err(vec![Pending {
+                name: "(cache)".into(),
+                reason: "the APIService list never succeeded; is the API server reachable?".into(),
+            }]);
+        }
+        Err(inner.pending())
+    }
+
+    /// Stops every thread this controller started and waits for them.
+    pub fn shutdown(&self) {
+        let mut threads = self.inner.threads.lock();
+        if let Some(r) = &threads.reflector {
+            r.stop();
+        }
+        self.inner.queue.shutdown();
+        self.inner.state.wake_all();
+        if let Some(r) = threads.reflector.take() {
+            r.join();
+        }
+        for h in threads.others.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Inner {
+    fn start_workers_after_sync(self: Arc<Self>) {
+        // Poll so a shutdown before the first list succeeds still ends this thread.
+        while !self.store.wait_for_sync(Duration::from_millis(100)) {
+            if self.queue.is_shutting_down() {
+                return;
+            }
+        }
+        let names: HashSet<String> = self.store.keys().into_iter().collect();
+        info!("cache synced: {} APIServices present at start", names.len());
+        self.state.record_at_start(names);
+        self.state.wake_all();
+        let mut workers = Vec::new();
+        for i in 0..self.options.workers.max(1) {
+            let inner = self.clone();
+            match std::thread::Builder::new()
+                .name(format!("autoregister-worker-{i}"))
+                .spawn(move || inner.work())
+            {
+                Ok(h) => workers.push(h),
+                Err(e) => log::error!("cannot start worker {i}: {e}"),
+            }
+        }
+        for h in workers {
+            let _ = h.join();
+        }
+    }
+
+    fn work(&self) {
+        while let Some(name) = self.queue.get() {
+            match sync::sync(&self.state, &self.store, &self.api, &name) {
+                Ok(()) => self.queue.forget(&name),
+                Err(e) => match e.retry_after() {
+                    Some(wait) => self.queue.add_after(name.clone(), wait),
+                    None => self.queue.add_rate_limited(name.clone()),
+                },
+            }
+            self.queue.done(&name);
+        }
+    }
+
+    fn pending(&self) -> Vec<Pending> {
+        sync::required_names(&self.state, &self.store)
+            .into_iter()
+            .filter(|n| !self.state.synced_once(n))
+            .map(|name| {
+                let reason = self.state.failure(&name).unwrap_or_else(|| "not synced yet".into());
+                Pending { name, reason }
+            })
+            .collect()
+    }
+}

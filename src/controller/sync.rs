@@ -1,0 +1,80 @@
+//! One sync of one name: gather the facts, decide, execute, record the outcome.
+
+use log::{debug, info, warn};
+
+use super::decision::{decide, Action, Current, Decision};
+use super::state::State;
+use crate::api::APIService;
+use crate::client::{Api, DeleteParams, Error};
+use crate::runtime::store::Store;
+
+/// Decides for `name` from the current facts, without acting.
+pub(crate) fn plan(state: &State, store: &Store<APIService>, name: &str) -> Decision {
+    let desired = state.desired(name);
+    let cached = store.get(name);
+    let current = match cached.as_deref() {
+        Some(obj) => Current::Present(obj),
+        None => Current::NotFound,
+    };
+    decide(desired.as_ref(), current, state.synced_once(name), state.present_at_start(name))
+}
+
+/// Syncs `name` once; `Ok` means the name needs no retry.
+pub(crate) fn sync(state: &State, store: &Store<APIService>, api: &Api<APIService>, name: &str) -> Result<(), Error> {
+    let decision = plan(state, store, name);
+    let cell = decision.cell;
+    let (verb, result) = match decision.action {
+        Action::None => {
+            debug!("{name} {cell}: nothing to do");
+            state.record_outcome(name, Ok(()));
+            return Ok(());
+        }
+        Action::Error(message) => ("error", Err(Error::Config(message))),
+        Action::Create(obj) => (
+            "create",
+            ignore(api.create(&obj).map(drop), Error::is_already_exists),
+        ),
+        Action::Update(obj) => (
+            "update",
+            ignore(api.update(&obj).map(drop), |e| e.is_not_found() || e.is_conflict()),
+        ),
+        Action::Delete { name: n, uid } => {
+            let p = DeleteParams { uid: Some(uid), resource_version: None };
+            ("delete", ignore(api.delete(&n, &p), |e| e.is_not_found() || e.is_conflict()))
+        }
+    };
+    match &result {
+        Ok(()) => info!("{name} {cell} {verb}: ok"),
+        Err(e) => warn!("{name} {cell} {verb}: failed: {e}"),
+    }
+    state.record_outcome(name, result.as_ref().map(drop).map_err(|e| format!("{verb}: {e}")));
+    result
+}
+
+/// A write answered NotFound/Conflict/AlreadyExists is not an error: a later event brings the name back.
+fn ignore(result: Result<(), Error>, benign: impl Fn(&Error) -> bool) -> Result<(), Error> {
+    match result {
+        Err(e) if benign(&e) => {
+            debug!("benign answer, a later event will requeue: {e}");
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// The names a `--once` run must have synced: desired ones and managed ones present at start.
+pub(crate) fn required_names(state: &State, store: &Store<APIService>) -> Vec<String> {
+    let mut names = state.desired_names();
+    if let Some(at_start) = state.at_start() {
+        for name in at_start {
+            let managed = store
+                .get(&name)
+                .is_some_and(|o| matches!(o.auto_managed(), Some("onstart" | "true")));
+            if managed && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    names
+}
