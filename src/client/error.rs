@@ -77,6 +77,13 @@ impl Error {
         }))
     }
 
+    /// The error a `Status` stands for, e.g. the object of a watch `ERROR` event.
+    /// Its `code` is taken as the HTTP code (500 when absent).
+    pub fn from_status(status: Status) -> Error {
+        let code = status.code.filter(|c| *c >= 100).unwrap_or(500);
+        Error::api(code, Some(status), None)
+    }
+
     /// The API error, when the server answered.
     pub fn as_api(&self) -> Option<&ApiError> {
         match self {
