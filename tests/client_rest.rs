@@ -660,6 +660,21 @@ fn sequential_requests_reuse_one_connection_even_after_error_answers() {
 }
 
 #[test]
+fn pooled_connection_closed_by_the_server_is_replaced_not_an_error() {
+    let server = Server::start();
+    server.push(Answer::json(200, &apiservice_json("a", "1")).close_quietly());
+    server.push(Answer::json(200, &apiservice_json("a", "2")));
+    let api = api(&server);
+    api.get("a").unwrap();
+    // The server dropped the kept-alive connection (idle timeout); the next request must
+    // notice before using it rather than fail with a broken connection.
+    server.wait_for_closed(1, WAIT);
+    let got = api.get("a").unwrap();
+    assert_eq!(got.metadata.resource_version.as_deref(), Some("2"));
+    assert_eq!(server.connections(), 2);
+}
+
+#[test]
 fn clones_of_a_client_share_its_connection_pool() {
     let server = Server::start();
     for _ in 0..3 {
@@ -936,4 +951,31 @@ fn watch_without_a_timeout_leaves_timeout_seconds_to_the_server() {
     assert_eq!(r.query("labelSelector").as_deref(), Some("a=b"));
     feed.end();
     drop(stream);
+}
+
+#[test]
+fn watch_whose_head_never_comes_times_out_at_the_request_timeout() {
+    // The stream may stay open for timeoutSeconds, but the answer's head must come as fast as
+    // any other request's: a server that accepts and says nothing is not a 5-minute wait.
+    let server = Server::start();
+    server.push(Answer::silent());
+    let mut cfg = Config::new(server.url());
+    cfg.qps = 0.0;
+    cfg.timeout = Duration::from_millis(300);
+    let api = Api::<APIService>::all(Client::new(cfg).unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let params = WatchParams {
+            resource_version: "1".into(),
+            timeout_seconds: 300,
+            allow_bookmarks: true,
+            label_selector: None,
+        };
+        let _ = tx.send(api.watch(&params, &Canceller::new()).err());
+    });
+    let e = rx
+        .recv_timeout(WAIT)
+        .expect("watch open returned in time")
+        .expect("an error");
+    assert!(matches!(e, Error::Timeout(_)), "{e:?}");
 }

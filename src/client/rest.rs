@@ -93,7 +93,11 @@ impl Client {
         body: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, Error> {
         let agent = self.inner.transport.agent();
-        let resp = self.execute(agent, verb, path, body, self.inner.config.timeout)?;
+        let deadline = Deadline {
+            total: self.inner.config.timeout,
+            head: None,
+        };
+        let resp = self.execute(agent, verb, path, body, deadline)?;
         let limit = self.max_body_bytes;
         let mut buf = Vec::new();
         resp.into_body()
@@ -109,7 +113,8 @@ impl Client {
         Ok(buf)
     }
 
-    /// Opens a streaming GET (a watch); the body may stay open for `timeout`.
+    /// Opens a streaming GET (a watch); the body may stay open for `timeout`, but the
+    /// answer's head must arrive within the ordinary request timeout.
     pub(crate) fn open_stream(
         &self,
         path: &str,
@@ -117,7 +122,11 @@ impl Client {
         cancel: &Canceller,
     ) -> Result<ureq::BodyReader<'static>, Error> {
         let agent = self.inner.transport.watch_agent(cancel);
-        let resp = self.execute(&agent, Verb::Get, path, None, timeout)?;
+        let deadline = Deadline {
+            total: timeout,
+            head: Some(self.inner.config.timeout),
+        };
+        let resp = self.execute(&agent, Verb::Get, path, None, deadline)?;
         Ok(resp.into_body().into_reader())
     }
 
@@ -129,7 +138,7 @@ impl Client {
         verb: Verb,
         path: &str,
         body: Option<Vec<u8>>,
-        timeout: Duration,
+        deadline: Deadline,
     ) -> Result<http::Response<ureq::Body>, Error> {
         let url = format!("{}{}", self.inner.config.server, path);
         let mut retried_auth = false;
@@ -148,8 +157,8 @@ impl Client {
             // No body at all (not an empty one) on GET: ureq would otherwise send
             // `Content-Length: 0`, which some proxies reject on a GET.
             let resp = match body.as_deref() {
-                Some(b) => run_one(agent, builder.body(b), timeout, &url)?,
-                None => run_one(agent, builder.body(()), timeout, &url)?,
+                Some(b) => run_one(agent, builder.body(b), deadline, &url)?,
+                None => run_one(agent, builder.body(()), deadline, &url)?,
             };
             let code = resp.status().as_u16();
             if (200..300).contains(&code) {
@@ -164,19 +173,29 @@ impl Client {
     }
 }
 
-/// Sends one request with a total deadline of `timeout` (connect, send, head and body).
+/// How long one request may take.
+#[derive(Clone, Copy, Debug)]
+struct Deadline {
+    /// Everything: connect, send, head and the whole body.
+    total: Duration,
+    /// Waiting for the answer's head alone (watches: far shorter than `total`).
+    head: Option<Duration>,
+}
+
+/// Sends one request under `deadline`.
 fn run_one<S: ureq::AsSendBody>(
     agent: &ureq::Agent,
     request: Result<http::Request<S>, http::Error>,
-    timeout: Duration,
+    deadline: Deadline,
     url: &str,
 ) -> Result<http::Response<ureq::Body>, Error> {
     let request = request.map_err(|e| Error::Config(format!("bad request {url}: {e}")))?;
     // The request-level config starts as a copy of the agent's (status-as-error off,
-    // user agent), so only the deadline changes here.
+    // user agent), so only the deadlines change here.
     let request = agent
         .configure_request(request)
-        .timeout_global(Some(timeout))
+        .timeout_global(Some(deadline.total))
+        .timeout_recv_response(deadline.head)
         .build();
     agent.run(request).map_err(|e| map_ureq(e, url))
 }

@@ -133,6 +133,8 @@ pub struct Answer {
     kind: Kind,
     delay: Duration,
     close: bool,
+    /// Close after answering without announcing it (an idle-timeout close).
+    quiet_close: bool,
 }
 
 impl Answer {
@@ -146,6 +148,7 @@ impl Answer {
             },
             delay: Duration::ZERO,
             close: false,
+            quiet_close: false,
         }
     }
 
@@ -172,6 +175,7 @@ impl Answer {
             },
             delay: Duration::ZERO,
             close: true,
+            quiet_close: false,
         };
         (StreamHandle { tx: Some(tx) }, answer)
     }
@@ -182,6 +186,7 @@ impl Answer {
             kind: Kind::Silent,
             delay: Duration::ZERO,
             close: true,
+            quiet_close: false,
         }
     }
 
@@ -191,6 +196,7 @@ impl Answer {
             kind: Kind::HangUp,
             delay: Duration::ZERO,
             close: true,
+            quiet_close: false,
         }
     }
 
@@ -230,6 +236,13 @@ impl Answer {
     /// Closes the connection after this answer (`Connection: close`).
     pub fn close(mut self) -> Answer {
         self.close = true;
+        self
+    }
+
+    /// Closes the connection after this answer without saying so, as a server or load
+    /// balancer does when a kept-alive connection has been idle too long.
+    pub fn close_quietly(mut self) -> Answer {
+        self.quiet_close = true;
         self
     }
 }
@@ -284,6 +297,7 @@ struct Shared {
     requests: Mutex<Vec<Request>>,
     seen: Condvar,
     connections: AtomicUsize,
+    closed: AtomicUsize,
     stopped: Mutex<bool>,
     stop: Condvar,
     stop_flag: AtomicBool,
@@ -316,6 +330,7 @@ impl Server {
             requests: Mutex::new(Vec::new()),
             seen: Condvar::new(),
             connections: AtomicUsize::new(0),
+            closed: AtomicUsize::new(0),
             stopped: Mutex::new(false),
             stop: Condvar::new(),
             stop_flag: AtomicBool::new(false),
@@ -329,7 +344,10 @@ impl Server {
                 let Ok(stream) = stream else { continue };
                 let id = s.connections.fetch_add(1, Ordering::SeqCst);
                 let s = s.clone();
-                thread::spawn(move || serve(stream, id, &s));
+                thread::spawn(move || {
+                    serve(stream, id, &s);
+                    s.closed.fetch_add(1, Ordering::SeqCst);
+                });
             }
         });
         Server {
@@ -378,6 +396,23 @@ impl Server {
     /// How many TCP connections were accepted so far.
     pub fn connections(&self) -> usize {
         self.shared.connections.load(Ordering::SeqCst)
+    }
+
+    /// How many connections the server has finished with (closed) so far.
+    pub fn closed_connections(&self) -> usize {
+        self.shared.closed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the server has closed at least `n` connections (panics after `timeout`).
+    pub fn wait_for_closed(&self, n: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.closed_connections() < n {
+            assert!(
+                Instant::now() < deadline,
+                "waited {timeout:?} for {n} closed connections"
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
     }
 }
 
@@ -440,6 +475,7 @@ fn serve(stream: TcpStream, id: usize, shared: &Shared) {
             thread::sleep(answer.delay);
         }
         let close = answer.close || client_close;
+        let quiet_close = answer.quiet_close;
         let keep = match answer.kind {
             Kind::Silent => {
                 let mut stopped = shared.stopped.lock().unwrap();
@@ -453,7 +489,11 @@ fn serve(stream: TcpStream, id: usize, shared: &Shared) {
                 status,
                 headers,
                 body,
-            } => write_response(&mut out, status, &headers, body, close).is_ok() && !close,
+            } => {
+                write_response(&mut out, status, &headers, body, close).is_ok()
+                    && !close
+                    && !quiet_close
+            }
         };
         if !keep {
             let _ = out.shutdown(Shutdown::Both);
