@@ -185,3 +185,157 @@ mod base64_bytes {
             .map_err(|e| serde::de::Error::custom(format!("caBundle is not base64: {e}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::WatchEvent;
+    use serde_json::json;
+
+    /// An APIService as a recent kube-apiserver returns it, plus fields a newer one might add
+    /// at every level the code models (top level, metadata, spec, service, status, condition).
+    fn full_object() -> Value {
+        json!({
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {
+                "name": "v1beta1.metrics.k8s.io",
+                "uid": "0b6d8f1e-5a43-4e0c-9d8b-1f1a9a3b2c7d",
+                "resourceVersion": "918273",
+                "generation": 3,
+                "creationTimestamp": "2024-05-01T10:00:00Z",
+                "labels": {
+                    "kube-aggregator.kubernetes.io/automanaged": "onstart",
+                    "app.kubernetes.io/name": "metrics-server"
+                },
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"apiVersion\":\"apiregistration.k8s.io/v1\"}\n",
+                    "example.com/empty": ""
+                },
+                "finalizers": ["example.com/keep", "foregroundDeletion"],
+                "ownerReferences": [{
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": "metrics-server",
+                    "uid": "7f1c1a52-0000-4000-8000-000000000001",
+                    "controller": true,
+                    "blockOwnerDeletion": true
+                }],
+                "managedFields": [{
+                    "manager": "kube-apiserver",
+                    "operation": "Update",
+                    "apiVersion": "apiregistration.k8s.io/v1",
+                    "time": "2024-05-01T10:00:05Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {
+                        "f:status": {"f:conditions": {
+                            ".": {},
+                            "k:{\"type\":\"Available\"}": {
+                                ".": {}, "f:lastTransitionTime": {}, "f:message": {},
+                                "f:reason": {}, "f:status": {}, "f:type": {}
+                            }
+                        }}
+                    },
+                    "subresource": "status"
+                }, {
+                    "manager": "autoregister",
+                    "operation": "Update",
+                    "apiVersion": "apiregistration.k8s.io/v1",
+                    "time": "2024-05-01T10:00:00Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:kube-aggregator.kubernetes.io/automanaged": {}}},
+                                 "f:spec": {"f:caBundle": {}, "f:group": {}, "f:service": {".": {}, "f:name": {}}}}
+                }],
+                "deletionGracePeriodSeconds": 30,
+                "futureMetadataField": {"nested": [1, 2.5, null, "x"]}
+            },
+            "spec": {
+                "service": {
+                    "namespace": "kube-system",
+                    "name": "metrics-server",
+                    "port": 443,
+                    "futureServiceField": "v"
+                },
+                "group": "metrics.k8s.io",
+                "version": "v1beta1",
+                "insecureSkipTLSVerify": true,
+                "caBundle": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJrVENCK3dJSkFLSGh3PT0KLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=",
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100,
+                "futureSpecField": {"mode": "strict", "weights": [3, 1]}
+            },
+            "status": {
+                "conditions": [{
+                    "type": "Available",
+                    "status": "False",
+                    "lastTransitionTime": "2024-05-01T10:00:05Z",
+                    "reason": "FailedDiscoveryCheck",
+                    "message": "failing or missing response from https://10.96.0.10:443/apis/metrics.k8s.io/v1beta1",
+                    "observedGeneration": 3
+                }],
+                "futureStatusField": true
+            },
+            "futureTopLevelField": {"a": "b"}
+        })
+    }
+
+    #[test]
+    fn full_object_round_trips_unchanged() {
+        let input = full_object();
+        let obj: APIService = serde_json::from_value(input.clone()).unwrap();
+        // What the code reads is typed...
+        assert_eq!(obj.metadata.name.as_deref(), Some("v1beta1.metrics.k8s.io"));
+        assert_eq!(obj.auto_managed(), Some(AUTO_MANAGED_ON_START));
+        assert_eq!(obj.spec.group_priority_minimum, 100);
+        assert!(obj.spec.insecure_skip_tls_verify);
+        assert!(obj
+            .spec
+            .ca_bundle
+            .as_deref()
+            .unwrap()
+            .starts_with(b"-----BEGIN CERTIFICATE-----"));
+        // ...and everything else survives a decode/encode, byte for byte as JSON values.
+        assert_eq!(serde_json::to_value(&obj).unwrap(), input);
+        // Also through the text form an update would send.
+        let text = serde_json::to_string(&obj).unwrap();
+        let back: APIService = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, obj);
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), input);
+    }
+
+    #[test]
+    fn full_object_round_trips_through_a_watch_event() {
+        let input = full_object();
+        let line = serde_json::to_vec(&json!({"type": "MODIFIED", "object": input})).unwrap();
+        let ev = WatchEvent::<APIService>::from_json(&line).unwrap();
+        let WatchEvent::Modified(obj) = ev else {
+            panic!("expected MODIFIED, got {ev:?}")
+        };
+        assert_eq!(serde_json::to_value(&obj).unwrap(), input);
+    }
+
+    #[test]
+    fn replacing_the_spec_keeps_everything_else() {
+        let input = full_object();
+        let mut obj: APIService = serde_json::from_value(input.clone()).unwrap();
+        obj.spec = APIServiceSpec {
+            group: "metrics.k8s.io".into(),
+            version: "v1beta1".into(),
+            group_priority_minimum: 200,
+            version_priority: 10,
+            ..Default::default()
+        };
+        let mut out = serde_json::to_value(&obj).unwrap();
+        assert_eq!(out["spec"]["groupPriorityMinimum"], 200);
+        out["spec"] = input["spec"].clone();
+        assert_eq!(out, input);
+    }
+
+    #[test]
+    fn ca_bundle_that_is_not_base64_is_a_decode_error() {
+        let mut input = full_object();
+        input["spec"]["caBundle"] = json!("not base64!");
+        let err = serde_json::from_value::<APIService>(input).unwrap_err();
+        assert!(err.to_string().contains("caBundle"), "{err}");
+    }
+}

@@ -77,6 +77,16 @@ impl Error {
         }))
     }
 
+    /// The error a `Status` stands for, e.g. the object of a watch `ERROR` event.
+    /// Its `code` is taken as the HTTP code; without one, the code is inferred from the reason.
+    pub fn from_status(status: Status) -> Error {
+        let code = status
+            .code
+            .filter(|c| (100..600).contains(c))
+            .unwrap_or_else(|| code_for_reason(status.reason.as_deref().unwrap_or("")));
+        Error::api(code, Some(status), None)
+    }
+
     /// The API error, when the server answered.
     pub fn as_api(&self) -> Option<&ApiError> {
         match self {
@@ -201,6 +211,18 @@ pub fn reason_for_code(code: u16) -> &'static str {
     }
 }
 
+/// The HTTP code the API server sends with a Status reason (500 when unknown).
+fn code_for_reason(reason: &str) -> u16 {
+    match reason {
+        "Expired" => 410,
+        "AlreadyExists" => 409,
+        "ServerTimeout" => 500,
+        _ => (400..=504)
+            .find(|&c| reason_for_code(c) == reason && reason != "Unknown")
+            .unwrap_or(500),
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -226,3 +248,42 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: Option<u16>, reason: &str) -> Status {
+        Status {
+            code,
+            ..Status::failure(0, reason, "m")
+        }
+    }
+
+    #[test]
+    fn from_status_uses_the_status_code() {
+        let e = Error::from_status(status(Some(410), "Expired"));
+        assert_eq!(e.as_api().unwrap().code, 410);
+        assert!(e.is_gone() && !e.is_server_error());
+    }
+
+    #[test]
+    fn from_status_without_a_code_infers_it_from_the_reason() {
+        for (reason, code) in [
+            ("Expired", 410),
+            ("Gone", 410),
+            ("NotFound", 404),
+            ("Conflict", 409),
+            ("AlreadyExists", 409),
+            ("Invalid", 422),
+            ("TooManyRequests", 429),
+            ("Timeout", 504),
+            ("InternalError", 500),
+            ("SomethingNew", 500),
+        ] {
+            let e = Error::from_status(status(None, reason));
+            assert_eq!(e.as_api().unwrap().code, code, "{reason}");
+        }
+        assert!(!Error::from_status(status(None, "Expired")).is_server_error());
+    }
+}

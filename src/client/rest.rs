@@ -17,9 +17,17 @@ use crate::api::Status;
 pub const MAX_BODY_BYTES: u64 = 64 << 20;
 
 /// A blocking client for one API server; cheap to clone, shares one connection pool.
+///
+/// Throttling answers (`429`, `503` with `Retry-After`) are returned to the caller as
+/// [`Error::Api`] with [`Error::retry_after`] set; the client never sleeps and retries by
+/// itself. The caller (workqueue, reflector) already has backoff and a stop signal, so a
+/// shutdown is never stuck behind a hidden retry sleep inside a request.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// Per-handle so a test (or a caller expecting huge lists) can change it without
+    /// touching the shared pool.
+    max_body_bytes: u64,
 }
 
 struct Inner {
@@ -62,7 +70,14 @@ impl Client {
                 auth,
                 limiter,
             }),
+            max_body_bytes: MAX_BODY_BYTES,
         })
+    }
+
+    /// This client with a different limit on non-watch answers (default [`MAX_BODY_BYTES`]).
+    pub fn with_max_body_bytes(mut self, limit: u64) -> Client {
+        self.max_body_bytes = limit;
+        self
     }
 
     /// The configuration this client was built from.
@@ -70,7 +85,7 @@ impl Client {
         &self.inner.config
     }
 
-    /// Sends a request and returns the body of a 2xx answer (at most [`MAX_BODY_BYTES`]).
+    /// Sends a request and returns the body of a 2xx answer (at most the body limit).
     pub(crate) fn send(
         &self,
         verb: Verb,
@@ -78,22 +93,28 @@ impl Client {
         body: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, Error> {
         let agent = self.inner.transport.agent();
-        let resp = self.execute(agent, verb, path, body, self.inner.config.timeout)?;
+        let deadline = Deadline {
+            total: self.inner.config.timeout,
+            head: None,
+        };
+        let resp = self.execute(agent, verb, path, body, deadline)?;
+        let limit = self.max_body_bytes;
         let mut buf = Vec::new();
         resp.into_body()
             .into_reader()
-            .take(MAX_BODY_BYTES + 1)
+            .take(limit.saturating_add(1))
             .read_to_end(&mut buf)
             .map_err(|e| io_error(&e))?;
-        if buf.len() as u64 > MAX_BODY_BYTES {
+        if buf.len() as u64 > limit {
             return Err(Error::TooLarge(format!(
-                "{verb:?} {path}: more than {MAX_BODY_BYTES} bytes"
+                "{verb:?} {path}: more than {limit} bytes"
             )));
         }
         Ok(buf)
     }
 
-    /// Opens a streaming GET (a watch); the body may stay open for `timeout`.
+    /// Opens a streaming GET (a watch); the body may stay open for `timeout`, but the
+    /// answer's head must arrive within the ordinary request timeout.
     pub(crate) fn open_stream(
         &self,
         path: &str,
@@ -101,7 +122,11 @@ impl Client {
         cancel: &Canceller,
     ) -> Result<ureq::BodyReader<'static>, Error> {
         let agent = self.inner.transport.watch_agent(cancel);
-        let resp = self.execute(&agent, Verb::Get, path, None, timeout)?;
+        let deadline = Deadline {
+            total: timeout,
+            head: Some(self.inner.config.timeout),
+        };
+        let resp = self.execute(&agent, Verb::Get, path, None, deadline)?;
         Ok(resp.into_body().into_reader())
     }
 
@@ -113,7 +138,7 @@ impl Client {
         verb: Verb,
         path: &str,
         body: Option<Vec<u8>>,
-        timeout: Duration,
+        deadline: Deadline,
     ) -> Result<http::Response<ureq::Body>, Error> {
         let url = format!("{}{}", self.inner.config.server, path);
         let mut retried_auth = false;
@@ -129,14 +154,12 @@ impl Client {
             if let Some(auth) = self.inner.auth.header()? {
                 builder = builder.header("Authorization", auth);
             }
-            let request = builder
-                .body(body.clone().unwrap_or_default())
-                .map_err(|e| Error::Config(format!("bad request {url}: {e}")))?;
-            let request = agent
-                .configure_request(request)
-                .timeout_global(Some(timeout))
-                .build();
-            let resp = agent.run(request).map_err(|e| map_ureq(e, &url))?;
+            // No body at all (not an empty one) on GET: ureq would otherwise send
+            // `Content-Length: 0`, which some proxies reject on a GET.
+            let resp = match body.as_deref() {
+                Some(b) => run_one(agent, builder.body(b), deadline, &url)?,
+                None => run_one(agent, builder.body(()), deadline, &url)?,
+            };
             let code = resp.status().as_u16();
             if (200..300).contains(&code) {
                 return Ok(resp);
@@ -148,6 +171,33 @@ impl Client {
             return Err(error_from_response(resp));
         }
     }
+}
+
+/// How long one request may take.
+#[derive(Clone, Copy, Debug)]
+struct Deadline {
+    /// Everything: connect, send, head and the whole body.
+    total: Duration,
+    /// Waiting for the answer's head alone (watches: far shorter than `total`).
+    head: Option<Duration>,
+}
+
+/// Sends one request under `deadline`.
+fn run_one<S: ureq::AsSendBody>(
+    agent: &ureq::Agent,
+    request: Result<http::Request<S>, http::Error>,
+    deadline: Deadline,
+    url: &str,
+) -> Result<http::Response<ureq::Body>, Error> {
+    let request = request.map_err(|e| Error::Config(format!("bad request {url}: {e}")))?;
+    // The request-level config starts as a copy of the agent's (status-as-error off,
+    // user agent), so only the deadlines change here.
+    let request = agent
+        .configure_request(request)
+        .timeout_global(Some(deadline.total))
+        .timeout_recv_response(deadline.head)
+        .build();
+    agent.run(request).map_err(|e| map_ureq(e, url))
 }
 
 /// Turns a non-2xx answer into a classified [`Error`], reading at most 1 MiB of its body.
@@ -209,6 +259,11 @@ pub(crate) fn map_ureq(e: ureq::Error, url: &str) -> Error {
 /// Maps an error from reading a body (ureq wraps its own errors in io::Error).
 pub(crate) fn io_error(e: &std::io::Error) -> Error {
     let text = e.to_string();
+    match e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>()) {
+        Some(ureq::Error::Timeout(_)) => return Error::Timeout(text),
+        Some(ureq::Error::BodyExceedsLimit(_)) => return Error::TooLarge(text),
+        _ => {}
+    }
     match e.kind() {
         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => Error::Timeout(text),
         _ if text.contains("timeout") || text.contains("Timeout") => Error::Timeout(text),

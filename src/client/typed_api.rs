@@ -14,6 +14,10 @@ use crate::api::{ObjectList, Resource};
 /// Extra time a watch body may stay open beyond `timeoutSeconds` before we call it dead.
 pub const WATCH_SLACK: Duration = Duration::from_secs(30);
 
+/// Longest watch a server picks by itself when no `timeoutSeconds` is sent
+/// (kube-apiserver: random in `[min-request-timeout, 2 × min-request-timeout]`, 1800 s default).
+const SERVER_WATCH_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
+
 /// Parameters of a list call.
 #[derive(Clone, Debug, Default)]
 pub struct ListParams {
@@ -32,7 +36,7 @@ pub struct ListParams {
 pub struct WatchParams {
     /// Start after this resourceVersion.
     pub resource_version: String,
-    /// The server ends the watch after this many seconds.
+    /// The server ends the watch after this many seconds; `0` leaves it to the server.
     pub timeout_seconds: u32,
     /// Ask for `BOOKMARK` events.
     pub allow_bookmarks: bool,
@@ -141,12 +145,16 @@ impl<K: Resource> Api<K> {
                 .map(String::as_str),
         );
         q.opt("allowWatchBookmarks", p.allow_bookmarks.then_some("true"));
-        q.opt(
-            "timeoutSeconds",
-            Some(p.timeout_seconds.to_string()).as_deref(),
-        );
+        // `0` omits the parameter: the server then picks up to an hour, and our own body
+        // timeout must not cut that short (it once was 0 s + slack = 30 s).
+        let server_timeout = if p.timeout_seconds == 0 {
+            SERVER_WATCH_TIMEOUT_MAX
+        } else {
+            q.opt("timeoutSeconds", Some(&p.timeout_seconds.to_string()));
+            Duration::from_secs(u64::from(p.timeout_seconds))
+        };
         q.opt("labelSelector", p.label_selector.as_deref());
-        let timeout = Duration::from_secs(u64::from(p.timeout_seconds)) + WATCH_SLACK;
+        let timeout = server_timeout + WATCH_SLACK;
         let reader = self
             .client
             .open_stream(&q.finish(self.collection_path()), timeout, cancel)?;

@@ -16,6 +16,7 @@ pub struct WatchStream<K> {
     reader: BufReader<Box<dyn Read + Send>>,
     cancel: Canceller,
     line: Vec<u8>,
+    max_event_bytes: usize,
     done: bool,
     _kind: PhantomData<fn() -> K>,
 }
@@ -27,9 +28,16 @@ impl<K: serde::de::DeserializeOwned> WatchStream<K> {
             reader: BufReader::with_capacity(64 << 10, Box::new(reader)),
             cancel,
             line: Vec::new(),
+            max_event_bytes: MAX_EVENT_BYTES,
             done: false,
             _kind: PhantomData,
         }
+    }
+
+    /// This stream with a different limit on one event (default [`MAX_EVENT_BYTES`]).
+    pub fn with_max_event_bytes(mut self, limit: usize) -> Self {
+        self.max_event_bytes = limit;
+        self
     }
 
     /// A handle that ends this stream from another thread.
@@ -59,9 +67,10 @@ impl<K: serde::de::DeserializeOwned> WatchStream<K> {
                 Some(i) => (&buf[..=i], true),
                 None => (buf, false),
             };
-            if self.line.len() + chunk.len() > MAX_EVENT_BYTES {
+            if self.line.len() + chunk.len() > self.max_event_bytes {
                 return Err(Error::TooLarge(format!(
-                    "watch event over {MAX_EVENT_BYTES} bytes"
+                    "watch event over {} bytes",
+                    self.max_event_bytes
                 )));
             }
             self.line.extend_from_slice(chunk);
