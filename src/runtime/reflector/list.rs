@@ -1,0 +1,86 @@
+//! A full, consistent list of one kind, read page by page.
+
+use crate::client::{Error, ListParams};
+
+use super::ListerWatcher;
+
+/// Every object of one list, and the collection version to watch from.
+pub(super) struct Listed<K> {
+    pub(super) items: Vec<K>,
+    pub(super) resource_version: String,
+}
+
+/// Lists everything in pages of `page_size` (0: one unpaginated request), following
+/// `continue` tokens. Answers `Ok(None)` when `stopped()` turns true between pages.
+///
+/// No `resourceVersion` is sent, so the server answers from etcd (a consistent read),
+/// never from a watch cache that may lag behind or, after a restore, run ahead.
+pub(super) fn list_all<K: 'static>(
+    lw: &dyn ListerWatcher<K>,
+    page_size: u32,
+    label_selector: Option<&str>,
+    stopped: &dyn Fn() -> bool,
+) -> Result<Option<Listed<K>>, Error> {
+    match list_pages(lw, page_size, label_selector, stopped) {
+        // The snapshot behind a continue token is compacted away after a few minutes
+        // (410 Expired): start again in one request, as client-go's pager does.
+        Err(PageError {
+            error,
+            had_continue: true,
+        }) if error.is_gone() && page_size != 0 => {
+            log::info!(
+                "continue token expired during a paginated list; listing again without pages"
+            );
+            list_pages(lw, 0, label_selector, stopped).map_err(|e| e.error)
+        }
+        other => other.map_err(|e| e.error),
+    }
+}
+
+struct PageError {
+    error: Error,
+    had_continue: bool,
+}
+
+fn list_pages<K: 'static>(
+    lw: &dyn ListerWatcher<K>,
+    page_size: u32,
+    label_selector: Option<&str>,
+    stopped: &dyn Fn() -> bool,
+) -> Result<Option<Listed<K>>, PageError> {
+    let mut items = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        if stopped() {
+            return Ok(None);
+        }
+        let params = ListParams {
+            limit: (page_size > 0).then_some(page_size),
+            continue_token: token.clone(),
+            resource_version: None,
+            label_selector: label_selector.map(str::to_string),
+        };
+        let page = lw.list(&params).map_err(|error| PageError {
+            error,
+            had_continue: token.is_some(),
+        })?;
+        items.extend(page.items);
+        let next = page.metadata.continue_.filter(|c| !c.is_empty());
+        match next {
+            None => {
+                return Ok(Some(Listed {
+                    items,
+                    resource_version: page.metadata.resource_version.unwrap_or_default(),
+                }))
+            }
+            // A server that hands back the token it was given would have us loop forever.
+            Some(n) if token.as_deref() == Some(n.as_str()) => {
+                return Err(PageError {
+                    error: Error::Decode(format!("the server repeated continue token {n:?}")),
+                    had_continue: false,
+                })
+            }
+            Some(n) => token = Some(n),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The reflector: one OS thread that lists then watches a kind into a [`Store`].
+//!
+//! List (paginated, consistent) → replace the cache and deliver the differences →
+//! watch from the list's resourceVersion, re-watching from the last one seen when a
+//! watch ends → relist only when the server says our version is gone (410) or its
+//! history moved backwards. Failures wait an exponential, jittered backoff.
+
+mod handler;
+mod list;
+mod lister_watcher;
+mod replace;
+mod run;
+#[cfg(test)]
+mod test_support;
+mod watch;
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+
+use crate::api::Resource;
+use crate::client::Canceller;
+use crate::runtime::backoff::BackoffConfig;
+use crate::runtime::store::Store;
+
+pub use handler::EventHandler;
+pub use lister_watcher::{ListerWatcher, WatchEvents};
+
+/// How a reflector lists and watches.
+#[derive(Clone, Debug)]
+pub struct ReflectorOptions {
+    /// Objects per list page (500, as client-go); 0 lists in one request.
+    pub page_size: u32,
+    /// Re-deliver every cached object as an update this often; `None` never.
+    pub resync: Option<Duration>,
+    /// Only objects matching this label selector.
+    pub label_selector: Option<String>,
+    /// Waits between failed attempts.
+    pub backoff: BackoffConfig,
+    /// Shortest `timeoutSeconds` asked of a watch (5 min, as client-go).
+    pub min_watch_timeout: Duration,
+    /// Longest `timeoutSeconds` (10 min); each watch picks at random in between so
+    /// many clients do not reconnect together.
+    pub max_watch_timeout: Duration,
+}
+
+impl Default for ReflectorOptions {
+    fn default() -> Self {
+        ReflectorOptions {
+            page_size: 500,
+            resync: None,
+            label_selector: None,
+            backoff: BackoffConfig::default(),
+            min_watch_timeout: Duration::from_secs(300),
+            max_watch_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Starts reflector threads.
+pub struct Reflector;
+
+impl Reflector {
+    /// Starts a thread named `reflector-<plural>` that keeps `store` in line with the
+    /// server and calls `handler` for every change; stops when the handle is stopped or dropped.
+    pub fn spawn<K: Resource>(
+        lw: impl ListerWatcher<K>,
+        store: Arc<Store<K>>,
+        handler: Arc<dyn EventHandler<K>>,
+        opts: ReflectorOptions,
+    ) -> ReflectorHandle {
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        let shutdown = Arc::new(Shutdown {
+            state: Mutex::new(StopState::default()),
+            stop_tx: Mutex::new(Some(stop_tx)),
+            stop_rx,
+        });
+        let deliver = Arc::new(Mutex::new(()));
+
+        let resync = opts.resync.map(|period| {
+            let (store, handler, shutdown, deliver) = (
+                store.clone(),
+                handler.clone(),
+                shutdown.clone(),
+                deliver.clone(),
+            );
+            std::thread::Builder::new()
+                .name(format!("resync-{}", K::PLURAL))
+                .spawn(move || {
+                    run::resync_loop(period, &store, handler.as_ref(), &shutdown, &deliver)
+                })
+        });
+        let main = {
+            let shutdown = shutdown.clone();
+            std::thread::Builder::new()
+                .name(format!("reflector-{}", K::PLURAL))
+                .spawn(move || run::Runner::new(lw, store, handler, opts, shutdown, deliver).run())
+        };
+        let mut threads = Vec::new();
+        for t in [Some(main), resync].into_iter().flatten() {
+            match t {
+                Ok(h) => threads.push(h),
+                // Out of threads: nothing sensible to do but say so; the store never syncs.
+                Err(e) => log::error!("cannot start a reflector thread for {}: {e}", K::PLURAL),
+            }
+        }
+        ReflectorHandle { shutdown, threads }
+    }
+}
+
+/// Owns a running reflector; dropping it stops the reflector and waits for it.
+pub struct ReflectorHandle {
+    shutdown: Arc<Shutdown>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ReflectorHandle {
+    /// Asks the reflector to stop: cancels an open watch and ends a backoff wait. Idempotent.
+    pub fn stop(&self) {
+        self.shutdown.stop();
+    }
+
+    /// Stops the reflector (if not yet asked) and waits for its threads to end;
+    /// re-raises a panic of a handler.
+    pub fn join(mut self) {
+        self.stop();
+        for t in std::mem::take(&mut self.threads) {
+            if let Err(panic) = t.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+
+    /// Whether every reflector thread has ended.
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(JoinHandle::is_finished)
+    }
+}
+
+impl Drop for ReflectorHandle {
+    fn drop(&mut self) {
+        self.stop();
+        for t in self.threads.drain(..) {
+            if t.join().is_err() {
+                log::error!("a reflector thread panicked");
+            }
+        }
+    }
+}
+
+/// Stop signalling shared by the handle and the threads.
+struct Shutdown {
+    state: Mutex<StopState>,
+    /// Dropped on stop: every receiver wakes with `Disconnected`.
+    stop_tx: Mutex<Option<Sender<()>>>,
+    stop_rx: Receiver<()>,
+}
+
+#[derive(Default)]
+struct StopState {
+    stopped: bool,
+    /// The open watch's canceller, so stop can end a blocked read.
+    watch: Option<Canceller>,
+}
+
+impl Shutdown {
+    fn stop(&self) {
+        {
+            let mut s = self.state.lock();
+            s.stopped = true;
+            if let Some(c) = s.watch.take() {
+                c.cancel();
+            }
+        }
+        self.stop_tx.lock().take();
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.state.lock().stopped
+    }
+
+    /// A canceller registered for the next watch, or `None` when already stopped. Both under
+    /// one lock, so a stop either sees this canceller or the caller sees the stop.
+    fn register_watch(&self) -> Option<Canceller> {
+        let mut s = self.state.lock();
+        if s.stopped {
+            return None;
+        }
+        let c = Canceller::new();
+        s.watch = Some(c.clone());
+        Some(c)
+    }
+
+    fn unregister_watch(&self) {
+        self.state.lock().watch = None;
+    }
+
+    /// Sleeps `d` unless stopped first; answers true when stopped.
+    fn sleep(&self, d: Duration) -> bool {
+        match self.stop_rx.recv_timeout(d) {
+            Err(RecvTimeoutError::Timeout) => self.is_stopped(),
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! The reflector thread's loop: list, watch, re-watch, relist, back off.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::api::Resource;
+use crate::client::{Error, WatchParams};
+use crate::runtime::backoff::{jittered, Backoff};
+use crate::runtime::prng::XorShift64;
+use crate::runtime::store::Store;
+
+use super::list::list_all;
+use super::replace::replace;
+use super::watch::{classify, consume, Failure, WatchEnd};
+use super::{EventHandler, ListerWatcher, ReflectorOptions, Shutdown};
+
+/// A watch that ends sooner than this without a single event is suspicious: a proxy or
+/// a broken server closing at once; back off rather than spin.
+const SUSPICIOUS_WATCH: Duration = Duration::from_secs(1);
+
+/// What the loop does next.
+enum Next {
+    /// A full list, replacing the cache.
+    List,
+    /// A watch from this resourceVersion.
+    Watch(String),
+}
+
+/// The reflector thread's state.
+pub(super) struct Runner<K, L> {
+    lw: L,
+    store: Arc<Store<K>>,
+    handler: Arc<dyn EventHandler<K>>,
+    opts: ReflectorOptions,
+    shutdown: Arc<Shutdown>,
+    deliver: Arc<Mutex<()>>,
+    backoff: Backoff,
+    rng: XorShift64,
+    /// The last resourceVersion seen from a list, an object or a bookmark.
+    last_rv: String,
+    /// What is failing now (`list`, `watch`), so it is logged once, not per retry.
+    failing: Option<&'static str>,
+}
+
+impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
+    pub(super) fn new(
+        lw: L,
+        store: Arc<Store<K>>,
+        handler: Arc<dyn EventHandler<K>>,
+        opts: ReflectorOptions,
+        shutdown: Arc<Shutdown>,
+        deliver: Arc<Mutex<()>>,
+    ) -> Self {
+        Runner {
+            lw,
+            store,
+            handler,
+            backoff: Backoff::new(opts.backoff.clone()),
+            opts,
+            shutdown,
+            deliver,
+            rng: XorShift64::from_entropy(),
+            last_rv: String::new(),
+            failing: None,
+        }
+    }
+
+    /// Runs until stopped.
+    pub(super) fn run(mut self) {
+        let mut next = Next::List;
+        while !self.shutdown.is_stopped() {
+            let step = match next {
+                Next::List => self.list(),
+                Next::Watch(rv) => self.watch(rv),
+            };
+            match step {
+                Some(n) => next = n,
+                None => break,
+            }
+        }
+        log::debug!("reflector for {} stopped", K::PLURAL);
+    }
+
+    /// One full list; answers what to do next, or `None` when stopped.
+    fn list(&mut self) -> Option<Next> {
+        let shutdown = self.shutdown.clone();
+        let listed = list_all(
+            &self.lw,
+            self.opts.page_size,
+            self.opts.label_selector.as_deref(),
+            &|| shutdown.is_stopped(),
+        );
+        let listed = match listed {
+            Ok(Some(l)) => l,
+            Ok(None) => return None,
+            Err(e) => return self.fail("list", &e).then_some(Next::List),
+        };
+        if moved_backwards(&listed.resource_version, &self.last_rv) {
+            log::warn!(
+                "{}: the server's history moved backwards (list at resourceVersion {}, cache at {}); replacing the cache",
+                K::PLURAL,
+                listed.resource_version,
+                self.last_rv
+            );
+        }
+        let n = listed.items.len();
+        let counts = {
+            let _turn = self.deliver.lock();
+            replace(&self.store, listed.items, self.handler.as_ref())
+        };
+        log::debug!(
+            "{}: listed {n} at resourceVersion {}: {counts:?}",
+            K::PLURAL,
+            listed.resource_version
+        );
+        self.store.mark_synced();
+        self.healthy();
+        self.last_rv = listed.resource_version.clone();
+        Some(Next::Watch(listed.resource_version))
+    }
+
+    /// One watch from `rv`; answers what to do next, or `None` when stopped.
+    fn watch(&mut self, rv: String) -> Option<Next> {
+        let cancel = self.shutdown.register_watch()?;
+        let timeout = self.watch_timeout();
+        let params = WatchParams {
+            resource_version: rv.clone(),
+            timeout_seconds: timeout,
+            allow_bookmarks: true,
+            label_selector: self.opts.label_selector.clone(),
+        };
+        let started = Instant::now();
+        let events = match self.lw.watch(&params, &cancel) {
+            Ok(events) => events,
+            Err(e) => {
+                self.shutdown.unregister_watch();
+                return self.after_watch_error(&e, rv);
+            }
+        };
+        // The server is reachable: count health from here (a later failure after two
+        // quiet minutes starts the backoff over).
+        self.backoff.success(started);
+        let mut last_rv = rv.clone();
+        let mut seen = 0usize;
+        let end = {
+            let (store, handler) = (self.store.clone(), self.handler.clone());
+            let (deliver, shutdown) = (self.deliver.clone(), self.shutdown.clone());
+            let mut progress = || {
+                seen += 1;
+                if seen == 1 {
+                    // Events flow: say "recovered" now, not when the watch ends minutes later.
+                    self.healthy();
+                }
+            };
+            consume(
+                events,
+                &store,
+                handler.as_ref(),
+                &deliver,
+                &mut last_rv,
+                &|| shutdown.is_stopped(),
+                &mut progress,
+            )
+        };
+        self.shutdown.unregister_watch();
+        self.last_rv.clone_from(&last_rv);
+        match end {
+            WatchEnd::Stopped => None,
+            WatchEnd::Failed(e) => self.after_watch_error(&e, last_rv),
+            WatchEnd::Closed if seen == 0 && started.elapsed() < SUSPICIOUS_WATCH => {
+                let e = Error::Io("the watch closed at once without any event".into());
+                self.fail("watch", &e).then_some(Next::Watch(last_rv))
+            }
+            WatchEnd::Closed => {
+                self.healthy();
+                log::debug!("{}: watch ended; re-watching from {last_rv}", K::PLURAL);
+                Some(Next::Watch(last_rv))
+            }
+        }
+    }
+
+    fn after_watch_error(&mut self, e: &Error, rv: String) -> Option<Next> {
+        if self.shutdown.is_stopped() {
+            return None;
+        }
+        match classify(e) {
+            Failure::Gone => {
+                log::info!(
+                    "{}: resourceVersion {rv} is gone ({e}); relisting",
+                    K::PLURAL
+                );
+                self.wait_before_retry(e).then_some(Next::List)
+            }
+            Failure::TooLarge => {
+                log::warn!(
+                    "{}: the server has not reached resourceVersion {rv} ({e}): its history moved backwards; relisting",
+                    K::PLURAL
+                );
+                self.wait_before_retry(e).then_some(Next::List)
+            }
+            Failure::Other => self.fail("watch", e).then_some(Next::Watch(rv)),
+        }
+    }
+
+    /// Logs a failure once per state change, then waits; false when stopped meanwhile.
+    fn fail(&mut self, what: &'static str, e: &Error) -> bool {
+        if self.failing != Some(what) {
+            log::warn!("{}: {what} failing: {e}; retrying with backoff", K::PLURAL);
+            self.failing = Some(what);
+        } else {
+            log::debug!("{}: {what} still failing: {e}", K::PLURAL);
+        }
+        self.wait_before_retry(e)
+    }
+
+    /// Waits the next backoff delay (at least the server's Retry-After); false when stopped.
+    fn wait_before_retry(&mut self, e: &Error) -> bool {
+        let base = self.backoff.failure(Instant::now());
+        let mut delay = jittered(base, self.backoff.config().jitter, self.rng.next_f64());
+        if let Some(ra) = e.retry_after() {
+            delay = delay.max(ra);
+        }
+        !self.shutdown.sleep(delay)
+    }
+
+    fn healthy(&mut self) {
+        self.backoff.success(Instant::now());
+        if let Some(what) = self.failing.take() {
+            log::info!("{}: {what} recovered", K::PLURAL);
+        }
+    }
+
+    /// A random `timeoutSeconds` in `[min, max]` watch timeout.
+    fn watch_timeout(&mut self) -> u32 {
+        let lo = self.opts.min_watch_timeout.as_secs();
+        let hi = self.opts.max_watch_timeout.as_secs().max(lo);
+        u32::try_from(self.rng.range_inclusive(lo, hi)).unwrap_or(u32::MAX)
+    }
+}
+
+/// Whether a list's resourceVersion is older than the one the cache already had
+/// (only comparable when both are integers, which the API does not promise).
+fn moved_backwards(listed: &str, cached: &str) -> bool {
+    match (listed.parse::<u64>(), cached.parse::<u64>()) {
+        (Ok(l), Ok(c)) => l < c,
+        _ => false,
+    }
+}
+
+/// The resync thread: every `period`, re-delivers every cached object as an update.
+pub(super) fn resync_loop<K: Resource>(
+    period: Duration,
+    store: &Store<K>,
+    handler: &dyn EventHandler<K>,
+    shutdown: &Shutdown,
+    deliver: &Mutex<()>,
+) {
+    while !shutdown.sleep(period) {
+        if !store.has_synced() {
+            continue;
+        }
+        // Under the delivery lock: a resync sees the cache between two events, never mid-relist.
+        let _turn = deliver.lock();
+        for obj in store.list() {
+            handler.on_update(&obj, &obj);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::moved_backwards;
+
+    #[test]
+    fn backwards_only_when_both_are_numbers() {
+        assert!(moved_backwards("5", "100"));
+        assert!(!moved_backwards("100", "5"));
+        assert!(!moved_backwards("100", "100"));
+        assert!(!moved_backwards("5", ""));
+        assert!(!moved_backwards("abc", "100"));
+    }
+}

@@ -1,0 +1,213 @@
+//! Applying one watch stream to the cache, and how a watch can end.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::api::{Resource, WatchEvent};
+use crate::client::Error;
+use crate::runtime::store::{key_of, Store};
+
+use super::{EventHandler, WatchEvents};
+
+/// Why a watch (or a list) failed, in terms of what the reflector does next.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// 410 Gone / Expired: the resourceVersion was compacted away; relist.
+    Gone,
+    /// 504 "Too large resource version": the server's history is behind ours; relist.
+    TooLarge,
+    /// Anything else: back off and try the same thing again.
+    Other,
+}
+
+/// Classifies an error from opening or reading a watch.
+pub(super) fn classify(e: &Error) -> Failure {
+    if e.is_gone() {
+        Failure::Gone
+    } else if e.is_resource_version_too_large() {
+        Failure::TooLarge
+    } else {
+        Failure::Other
+    }
+}
+
+/// How a watch stream ended.
+#[derive(Debug)]
+pub(super) enum WatchEnd {
+    /// The server closed it cleanly (its `timeoutSeconds` ran out, or it restarted).
+    Closed,
+    /// Shutdown cancelled it.
+    Stopped,
+    /// Transport or decode failure, or an `ERROR` event.
+    Failed(Error),
+}
+
+/// Reads `events` to their end, applying each to `store` and `handler` in order under
+/// `deliver` (so a resync never interleaves with an event). `rv` follows every object
+/// and bookmark; `progress` is called after each event.
+pub(super) fn consume<K: Resource>(
+    events: WatchEvents<K>,
+    store: &Store<K>,
+    handler: &dyn EventHandler<K>,
+    deliver: &Mutex<()>,
+    rv: &mut String,
+    stopped: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(),
+) -> WatchEnd {
+    for event in events {
+        if stopped() {
+            return WatchEnd::Stopped;
+        }
+        let event = match event {
+            Ok(ev) => ev,
+            Err(e) => return WatchEnd::Failed(e),
+        };
+        match event {
+            WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
+                advance(rv, obj.resource_version());
+                let new = Arc::new(obj);
+                let _turn = deliver.lock();
+                match store.insert(new.clone()) {
+                    Some(old) => handler.on_update(&old, &new),
+                    None => handler.on_add(&new),
+                }
+            }
+            WatchEvent::Deleted(obj) => {
+                advance(rv, obj.resource_version());
+                let _turn = deliver.lock();
+                // A delete of something we never saw changes nothing and invents no event.
+                if store.remove(&key_of(&obj)).is_some() {
+                    handler.on_delete(&Arc::new(obj));
+                }
+            }
+            WatchEvent::Bookmark(v) => advance(rv, &v),
+            WatchEvent::Error(status) => {
+                let code = status.code.unwrap_or(500);
+                return WatchEnd::Failed(Error::api(code, Some(*status), None));
+            }
+        }
+        progress();
+    }
+    if stopped() {
+        WatchEnd::Stopped
+    } else {
+        WatchEnd::Closed
+    }
+}
+
+fn advance(rv: &mut String, seen: &str) {
+    if !seen.is_empty() {
+        seen.clone_into(rv);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{APIService, Status};
+    use crate::runtime::reflector::test_support::{svc, Recorder};
+
+    fn run(
+        events: Vec<Result<WatchEvent<APIService>, Error>>,
+        store: &Store<APIService>,
+        rec: &Recorder,
+        rv: &mut String,
+    ) -> (WatchEnd, usize) {
+        let mut n = 0;
+        let end = consume(
+            Box::new(events.into_iter()),
+            store,
+            rec,
+            &Mutex::new(()),
+            rv,
+            &|| false,
+            &mut || n += 1,
+        );
+        (end, n)
+    }
+
+    #[test]
+    fn events_apply_in_order_and_move_the_resource_version() {
+        let store = Store::new();
+        let rec = Recorder::default();
+        let mut rv = "10".to_string();
+        let (end, n) = run(
+            vec![
+                Ok(WatchEvent::Added(svc("a", "11"))),
+                Ok(WatchEvent::Modified(svc("a", "12"))),
+                Ok(WatchEvent::Added(svc("b", "13"))),
+                Ok(WatchEvent::Deleted(svc("a", "14"))),
+                Ok(WatchEvent::Bookmark("20".into())),
+            ],
+            &store,
+            &rec,
+            &mut rv,
+        );
+        assert!(matches!(end, WatchEnd::Closed));
+        assert_eq!(n, 5);
+        assert_eq!(rv, "20");
+        assert_eq!(
+            rec.take(),
+            ["add a@11", "update a@11->12", "add b@13", "delete a@14"]
+        );
+        assert_eq!(store.keys(), ["b"]);
+    }
+
+    #[test]
+    fn delete_of_an_unknown_object_invents_nothing() {
+        let store = Store::new();
+        let rec = Recorder::default();
+        let mut rv = String::new();
+        run(
+            vec![Ok(WatchEvent::Deleted(svc("x", "5")))],
+            &store,
+            &rec,
+            &mut rv,
+        );
+        assert!(rec.take().is_empty());
+        assert_eq!(rv, "5");
+    }
+
+    #[test]
+    fn error_event_ends_the_watch_with_its_status() {
+        let store = Store::new();
+        let rec = Recorder::default();
+        let mut rv = "1".to_string();
+        let status = Status::failure(410, "Expired", "too old resource version: 1 (5)");
+        let (end, _) = run(
+            vec![
+                Ok(WatchEvent::Error(Box::new(status))),
+                Ok(WatchEvent::Added(svc("late", "9"))),
+            ],
+            &store,
+            &rec,
+            &mut rv,
+        );
+        let WatchEnd::Failed(e) = end else {
+            panic!("{end:?}")
+        };
+        assert_eq!(classify(&e), Failure::Gone);
+        assert!(store.is_empty(), "nothing after the error is applied");
+    }
+
+    #[test]
+    fn classification() {
+        let gone = Error::api(410, None, None);
+        assert_eq!(classify(&gone), Failure::Gone);
+        let expired = Error::api(500, Some(Status::failure(500, "Expired", "x")), None);
+        assert_eq!(classify(&expired), Failure::Gone);
+        let mut too_large = Status::failure(
+            504,
+            "Timeout",
+            "Too large resource version: 100, current: 5",
+        );
+        too_large.details = None;
+        assert_eq!(
+            classify(&Error::api(504, Some(too_large), None)),
+            Failure::TooLarge
+        );
+        assert_eq!(classify(&Error::api(500, None, None)), Failure::Other);
+        assert_eq!(classify(&Error::Connect("refused".into())), Failure::Other);
+    }
+}
