@@ -726,3 +726,38 @@ fn a_watch_opened_after_cancel_fails_at_once() {
     other.cancel();
     assert!(matches!(stream.next(), Some(Err(Error::Cancelled))));
 }
+
+#[test]
+fn exec_plugin_client_certificate_is_presented_in_the_handshake() {
+    let dir = temp_dir("exec-cert");
+    let ca = Ca::new();
+    let clients = Ca::new();
+    let cert = ca.issue(&["127.0.0.1"], false, &rcgen::PKCS_ECDSA_P256_SHA256);
+    let server = Server::start(Some(server_tls(&cert, Some(&clients))), ok_handler());
+    let id = clients.issue(&["me"], true, &rcgen::PKCS_ECDSA_P256_SHA256);
+    let answer = serde_json::json!({
+        "apiVersion": V1,
+        "kind": "ExecCredential",
+        "status": {"clientCertificateData": id.cert_pem, "clientKeyData": id.key_pem},
+    });
+    std::fs::write(dir.join("answer.json"), answer.to_string()).unwrap();
+    let script = dir.join("cert-plugin.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho run >> \"$DIR/runs\"\ncat \"$DIR/answer.json\"\n",
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&script, perm).unwrap();
+
+    let mut config = Config::new(server.url("https"));
+    config.tls.ca_pem = Some(ca.pem());
+    config.auth = AuthConfig::Exec(ExecConfig {
+        command: script.to_string_lossy().into_owned(),
+        ..exec_config(&dir, V1, "")
+    });
+    get(config).unwrap();
+    assert_eq!(runs(&dir), 1, "token lookup and handshake share one run");
+    assert_eq!(server.auth_headers(), [None], "no token, certificate only");
+}

@@ -28,7 +28,7 @@ enum Source {
     /// A fixed header value (bearer token or basic auth).
     Fixed(String),
     TokenFile(TokenFile),
-    Exec(ExecPlugin),
+    Exec(Arc<ExecPlugin>),
 }
 
 impl Authenticator {
@@ -44,7 +44,7 @@ impl Authenticator {
                 "Basic {}",
                 base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
             )),
-            AuthConfig::Exec(exec) => Source::Exec(ExecPlugin::new(config, exec)?),
+            AuthConfig::Exec(exec) => Source::Exec(ExecPlugin::shared(config, exec)?),
         };
         Ok(Authenticator { source })
     }
@@ -55,7 +55,7 @@ impl Authenticator {
             Source::None => None,
             Source::Fixed(h) => Some(h.clone()),
             Source::TokenFile(f) => Some(format!("Bearer {}", f.token()?)),
-            Source::Exec(p) => Some(format!("Bearer {}", p.token()?)),
+            Source::Exec(p) => p.token()?.map(|t| format!("Bearer {t}")),
         })
     }
 

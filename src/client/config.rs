@@ -62,7 +62,7 @@ pub enum AuthConfig {
 }
 
 /// A kubeconfig `exec` credential plugin.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct ExecConfig {
     /// Program to run (absolute, relative to the kubeconfig's directory, or looked up in `PATH`).
     pub command: String,

@@ -1,10 +1,17 @@
 //! Exec credential plugins (`client.authentication.k8s.io/v1` and `v1beta1`): run, parse, cache.
 
+use std::collections::HashMap;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use parking_lot::Mutex;
+use rustls::client::ResolvesClientCert;
+use rustls::sign::CertifiedKey;
+use rustls::SignatureScheme;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -25,12 +32,18 @@ pub(crate) struct ExecPlugin {
     cache: Mutex<Option<Credential>>,
 }
 
-/// A plugin's answer.
+/// A plugin's answer: a token, a client certificate, or both.
 #[derive(Clone)]
 pub(crate) struct Credential {
-    pub(crate) token: String,
+    pub(crate) token: Option<String>,
+    pub(crate) cert: Option<Arc<CertifiedKey>>,
     pub(crate) expires: Option<SystemTime>,
 }
+
+/// Plugins by configuration, shared by every client in the process (as client-go does), so
+/// the transport's certificate and the authenticator's token come from one run.
+type Registry = Mutex<HashMap<(ExecConfig, String), Arc<ExecPlugin>>>;
+static REGISTRY: OnceLock<Registry> = OnceLock::new();
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -50,8 +63,20 @@ struct ExecStatus {
 }
 
 impl ExecPlugin {
-    /// Checks the plugin configuration; the plugin itself runs at the first request.
-    pub(crate) fn new(config: &Config, exec: &ExecConfig) -> Result<Self, Error> {
+    /// The plugin for this configuration, shared with other clients using the same one;
+    /// checks the configuration, the plugin itself runs at the first request.
+    pub(crate) fn shared(config: &Config, exec: &ExecConfig) -> Result<Arc<Self>, Error> {
+        let plugin = Self::new(config, exec)?;
+        let registry = REGISTRY.get_or_init(Registry::default);
+        let key = (exec.clone(), plugin.exec_info.clone());
+        Ok(registry
+            .lock()
+            .entry(key)
+            .or_insert_with(|| Arc::new(plugin))
+            .clone())
+    }
+
+    fn new(config: &Config, exec: &ExecConfig) -> Result<Self, Error> {
         let bad = |m: String| Err(Error::Auth(format!("exec plugin {}: {m}", exec.command)));
         if exec.api_version != V1 && exec.api_version != V1BETA1 {
             return bad(format!(
@@ -99,19 +124,23 @@ impl ExecPlugin {
         })
     }
 
-    /// The token, from the cache while it has not expired, else from a fresh run.
-    pub(crate) fn token(&self) -> Result<String, Error> {
+    /// The credential, from the cache while it has not expired, else from a fresh run.
+    pub(crate) fn credential(&self) -> Result<Credential, Error> {
         // Held across the run so concurrent requests start the plugin once.
         let mut cache = self.cache.lock();
         if let Some(c) = cache.as_ref() {
             if c.expires.map_or(true, |t| SystemTime::now() < t) {
-                return Ok(c.token.clone());
+                return Ok(c.clone());
             }
         }
         let c = self.run()?;
-        let token = c.token.clone();
-        *cache = Some(c);
-        Ok(token)
+        *cache = Some(c.clone());
+        Ok(c)
+    }
+
+    /// The bearer token, if the plugin gives one (it may give only a client certificate).
+    pub(crate) fn token(&self) -> Result<Option<String>, Error> {
+        Ok(self.credential()?.token)
     }
 
     /// Drops the cached token so the next request runs the plugin again.
@@ -172,17 +201,68 @@ impl ExecPlugin {
                     .ok_or_else(|| self.fail(format!("bad status.expirationTimestamp {t:?}")))?,
             ),
         };
-        match status.token.filter(|t| !t.is_empty()) {
-            Some(token) => Ok(Credential { token, expires }),
-            None if status.client_certificate_data.is_some()
-                || status.client_key_data.is_some() =>
-            {
-                Err(self.fail(
-                    "answer carries a client certificate; only token credentials are supported",
-                ))
+        let cert = match (status.client_certificate_data, status.client_key_data) {
+            (Some(c), Some(k)) if !c.is_empty() && !k.is_empty() => {
+                Some(self.certified_key(c.as_bytes(), k.as_bytes())?)
             }
-            None => Err(self.fail("answer has no status.token")),
+            (None, None) => None,
+            _ => return Err(self.fail("answer needs both clientCertificateData and clientKeyData")),
+        };
+        let token = status.token.filter(|t| !t.is_empty());
+        if token.is_none() && cert.is_none() {
+            return Err(self.fail("answer has neither status.token nor a client certificate"));
         }
+        Ok(Credential {
+            token,
+            cert,
+            expires,
+        })
+    }
+
+    fn certified_key(&self, cert: &[u8], key: &[u8]) -> Result<Arc<CertifiedKey>, Error> {
+        let chain = CertificateDer::pem_slice_iter(cert)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.fail(format!("clientCertificateData: {e}")))?;
+        if chain.is_empty() {
+            return Err(self.fail("clientCertificateData holds no PEM certificate"));
+        }
+        let key = PrivateKeyDer::from_pem_slice(key)
+            .map_err(|e| self.fail(format!("clientKeyData: {e}")))?;
+        let provider = rustls::crypto::ring::default_provider();
+        CertifiedKey::from_der(chain, key, &provider)
+            .map(Arc::new)
+            .map_err(|e| self.fail(format!("client certificate: {e}")))
+    }
+}
+
+/// Presents the plugin's client certificate in each TLS handshake, re-running the plugin
+/// when it expired, so rotated certificates are used by new connections.
+#[derive(Debug)]
+pub(crate) struct ExecClientCert(pub(crate) Arc<ExecPlugin>);
+
+impl std::fmt::Debug for ExecPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecPlugin")
+            .field("command", &self.config.command)
+            .finish()
+    }
+}
+
+impl ResolvesClientCert for ExecClientCert {
+    fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        // A failing plugin here means no certificate; the request's own credential lookup
+        // reports the plugin's error.
+        match self.0.credential() {
+            Ok(c) => c.cert,
+            Err(e) => {
+                log::debug!("no client certificate from the exec plugin: {e}");
+                None
+            }
+        }
+    }
+
+    fn has_certs(&self) -> bool {
+        true
     }
 }
 

@@ -3,6 +3,7 @@
 use std::sync::{Arc, Once};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::ResolvesClientCert;
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
@@ -11,8 +12,12 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use super::config::TlsConfig;
 use super::Error;
 
-/// Builds the client TLS configuration (ring provider, roots only from `tls.ca_pem`).
-pub(crate) fn client_config(tls: &TlsConfig) -> Result<Arc<ClientConfig>, Error> {
+/// Builds the client TLS configuration (ring provider, roots only from `tls.ca_pem`);
+/// `client_cert` supplies the client certificate per handshake when the config has none.
+pub(crate) fn client_config(
+    tls: &TlsConfig,
+    client_cert: Option<Arc<dyn ResolvesClientCert>>,
+) -> Result<Arc<ClientConfig>, Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -61,7 +66,10 @@ pub(crate) fn client_config(tls: &TlsConfig) -> Result<Arc<ClientConfig>, Error>
                 .with_client_auth_cert(chain, key)
                 .map_err(|e| Error::Config(format!("client certificate/key: {e}")))?
         }
-        (None, None) => builder.with_no_client_auth(),
+        (None, None) => match client_cert {
+            Some(resolver) => builder.with_client_cert_resolver(resolver),
+            None => builder.with_no_client_auth(),
+        },
         _ => {
             return Err(Error::Config(
                 "a client certificate needs both the certificate and the key".into(),

@@ -14,7 +14,8 @@ use ureq::unversioned::transport::{
     Transport as UreqTransport,
 };
 
-use super::config::{Config, TlsConfig};
+use super::config::{AuthConfig, Config, TlsConfig};
+use super::exec::{ExecClientCert, ExecPlugin};
 use super::Error;
 
 /// Builds ureq agents for one API server.
@@ -34,8 +35,20 @@ impl Transport {
                 config.server
             )));
         }
+        if let Some(name) = &config.tls.server_name {
+            // Checked here so a bad tls-server-name is a configuration error, not a TLS failure.
+            super::tls::server_name(&config.tls, name)?;
+        }
         let rustls = if https {
-            Some(super::tls::client_config(&config.tls)?)
+            // An exec plugin may answer with a client certificate instead of (or besides) a token.
+            let exec_cert: Option<Arc<dyn rustls::client::ResolvesClientCert>> = match &config.auth
+            {
+                AuthConfig::Exec(exec) => {
+                    Some(Arc::new(ExecClientCert(ExecPlugin::shared(config, exec)?)))
+                }
+                _ => None,
+            };
+            Some(super::tls::client_config(&config.tls, exec_cert)?)
         } else {
             None
         };
