@@ -1,43 +1,162 @@
 //! Credentials for each request: static token, rotating token file, basic auth, exec plugin.
 
-use base64::Engine as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use super::config::AuthConfig;
+use base64::Engine as _;
+use parking_lot::Mutex;
+
+use super::config::{AuthConfig, Config};
+use super::exec::ExecPlugin;
 use super::Error;
+
+/// How long a token read from a file is trusted before reading it again; client-go re-reads
+/// service-account tokens at least every minute so rotation is picked up.
+pub(crate) const TOKEN_FILE_TTL: Duration = Duration::from_secs(60);
+
+/// The time source for the token-file cache; injectable so tests move time instead of sleeping.
+pub(crate) type Now = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 /// Produces the `Authorization` header for each request.
 pub(crate) struct Authenticator {
-    config: AuthConfig,
+    source: Source,
+}
+
+enum Source {
+    None,
+    /// A fixed header value (bearer token or basic auth).
+    Fixed(String),
+    TokenFile(TokenFile),
+    Exec(Arc<ExecPlugin>),
 }
 
 impl Authenticator {
-    /// Prepares credentials from the configuration.
-    pub(crate) fn new(config: &AuthConfig) -> Result<Self, Error> {
-        Ok(Authenticator {
-            config: config.clone(),
-        })
+    /// Prepares credentials from the configuration (the exec plugin runs at the first request).
+    pub(crate) fn new(config: &Config) -> Result<Self, Error> {
+        let source = match &config.auth {
+            AuthConfig::None => Source::None,
+            AuthConfig::Token(t) => Source::Fixed(format!("Bearer {}", t.trim())),
+            AuthConfig::TokenFile(path) => {
+                Source::TokenFile(TokenFile::new(path.clone(), Arc::new(Instant::now)))
+            }
+            AuthConfig::Basic { username, password } => Source::Fixed(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
+            )),
+            AuthConfig::Exec(exec) => Source::Exec(ExecPlugin::shared(config, exec)?),
+        };
+        Ok(Authenticator { source })
     }
 
     /// The `Authorization` header value for the next request, if any.
     pub(crate) fn header(&self) -> Result<Option<String>, Error> {
-        Ok(match &self.config {
-            AuthConfig::None => None,
-            AuthConfig::Token(t) => Some(format!("Bearer {t}")),
-            AuthConfig::TokenFile(path) => {
-                let t = std::fs::read_to_string(path).map_err(|e| {
-                    Error::Auth(format!("cannot read token file {}: {e}", path.display()))
-                })?;
-                Some(format!("Bearer {}", t.trim()))
-            }
-            AuthConfig::Basic { username, password } => Some(format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
-            )),
+        Ok(match &self.source {
+            Source::None => None,
+            Source::Fixed(h) => Some(h.clone()),
+            Source::TokenFile(f) => Some(format!("Bearer {}", f.token()?)),
+            Source::Exec(p) => p.token()?.map(|t| format!("Bearer {t}")),
         })
     }
 
     /// Called after a 401: drops cached credentials; true when a retry may now succeed.
     pub(crate) fn invalidate(&self) -> bool {
-        false
+        match &self.source {
+            Source::None | Source::Fixed(_) => false,
+            Source::TokenFile(f) => f.invalidate(),
+            Source::Exec(p) => p.invalidate(),
+        }
+    }
+}
+
+/// A bearer token kept in a file that is rewritten when the token rotates.
+pub(crate) struct TokenFile {
+    path: PathBuf,
+    now: Now,
+    /// The token and when it was read.
+    cache: Mutex<Option<(String, Instant)>>,
+}
+
+impl TokenFile {
+    pub(crate) fn new(path: PathBuf, now: Now) -> Self {
+        TokenFile {
+            path,
+            now,
+            cache: Mutex::new(None),
+        }
+    }
+
+    fn read(&self) -> Result<String, Error> {
+        let t = std::fs::read_to_string(&self.path).map_err(|e| {
+            Error::Auth(format!(
+                "cannot read token file {}: {e}",
+                self.path.display()
+            ))
+        })?;
+        let t = t.trim();
+        if t.is_empty() {
+            return Err(Error::Auth(format!(
+                "token file {} is empty",
+                self.path.display()
+            )));
+        }
+        Ok(t.to_string())
+    }
+
+    /// The cached token, re-read when older than [`TOKEN_FILE_TTL`].
+    pub(crate) fn token(&self) -> Result<String, Error> {
+        let mut cache = self.cache.lock();
+        let now = (self.now)();
+        if let Some((t, at)) = cache.as_ref() {
+            if now.saturating_duration_since(*at) < TOKEN_FILE_TTL {
+                return Ok(t.clone());
+            }
+        }
+        let t = self.read()?;
+        *cache = Some((t.clone(), now));
+        Ok(t)
+    }
+
+    /// Re-reads the file now; true when it holds a different token than the one that was refused.
+    pub(crate) fn invalidate(&self) -> bool {
+        let mut cache = self.cache.lock();
+        let old = cache.take();
+        match self.read() {
+            Ok(t) => {
+                let changed = old.as_ref().map_or(true, |(o, _)| *o != t);
+                *cache = Some((t, (self.now)()));
+                changed
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_file_is_reread_after_a_minute() {
+        let dir = std::env::temp_dir().join(format!("ar-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("token");
+        std::fs::write(&path, "one\n").unwrap();
+        let start = Instant::now();
+        let offset = Arc::new(Mutex::new(Duration::ZERO));
+        let o = offset.clone();
+        let f = TokenFile::new(path.clone(), Arc::new(move || start + *o.lock()));
+        assert_eq!(f.token().unwrap(), "one");
+        std::fs::write(&path, "two").unwrap();
+        *offset.lock() = Duration::from_secs(59);
+        assert_eq!(f.token().unwrap(), "one", "cached within the minute");
+        *offset.lock() = Duration::from_secs(61);
+        assert_eq!(f.token().unwrap(), "two", "re-read after the minute");
+        // A 401 re-reads at once and reports whether retrying can help.
+        std::fs::write(&path, "three").unwrap();
+        assert!(f.invalidate());
+        assert_eq!(f.token().unwrap(), "three");
+        assert!(!f.invalidate(), "same token: retrying cannot help");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,10 +1,11 @@
 //! Where and how to connect: server URL, TLS trust, credentials, limits.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Everything needed to build a [`Client`](super::Client).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Config {
     /// Base URL, e.g. `https://10.0.0.1:6443` or `http://127.0.0.1:8080` (no trailing slash).
     pub server: String,
@@ -25,7 +26,7 @@ pub struct Config {
 }
 
 /// TLS settings for the connection to the API server.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct TlsConfig {
     /// PEM CA certificates to trust; none means the connection must be plain HTTP or insecure.
     pub ca_pem: Option<Vec<u8>>,
@@ -40,7 +41,7 @@ pub struct TlsConfig {
 }
 
 /// How the client authenticates.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub enum AuthConfig {
     /// No credentials (or client certificate only).
     #[default]
@@ -56,6 +57,27 @@ pub enum AuthConfig {
         /// Password.
         password: String,
     },
+    /// A credential plugin run as a command (kubeconfig `users[].user.exec`).
+    Exec(ExecConfig),
+}
+
+/// A kubeconfig `exec` credential plugin.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct ExecConfig {
+    /// Program to run (absolute, relative to the kubeconfig's directory, or looked up in `PATH`).
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables `(name, value)` for the plugin.
+    pub env: Vec<(String, String)>,
+    /// `client.authentication.k8s.io/v1` or `client.authentication.k8s.io/v1beta1`.
+    pub api_version: String,
+    /// Shown when the plugin cannot be run.
+    pub install_hint: Option<String>,
+    /// Pass the cluster's server and CA to the plugin in `KUBERNETES_EXEC_INFO`.
+    pub provide_cluster_info: bool,
+    /// `Never`, `IfAvailable` or `Always`; required by v1, defaults to `IfAvailable` in v1beta1.
+    pub interactive_mode: Option<String>,
 }
 
 /// Default client-side limits: kube-controller-manager's recommended QPS 50 / burst 100.
@@ -77,5 +99,101 @@ impl Config {
             connect_timeout: Duration::from_secs(10),
             origin: "explicit server".to_string(),
         }
+    }
+}
+
+/// Stands in for a secret in `Debug` output, so a logged config never leaks it.
+const REDACTED: &str = "<redacted>";
+
+fn redact<T>(v: &Option<T>) -> Option<&'static str> {
+    v.as_ref().map(|_| REDACTED)
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("server", &self.server)
+            .field("tls", &self.tls)
+            .field("auth", &self.auth)
+            .field("qps", &self.qps)
+            .field("burst", &self.burst)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
+impl fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsConfig")
+            .field("ca_pem", &self.ca_pem.as_ref().map(|c| c.len()))
+            .field("insecure_skip_verify", &self.insecure_skip_verify)
+            .field("server_name", &self.server_name)
+            .field(
+                "client_cert_pem",
+                &self.client_cert_pem.as_ref().map(|c| c.len()),
+            )
+            .field("client_key_pem", &redact(&self.client_key_pem))
+            .finish()
+    }
+}
+
+impl fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuthConfig::None => f.write_str("None"),
+            AuthConfig::Token(_) => f.debug_tuple("Token").field(&REDACTED).finish(),
+            AuthConfig::TokenFile(p) => f.debug_tuple("TokenFile").field(p).finish(),
+            AuthConfig::Basic { username, .. } => f
+                .debug_struct("Basic")
+                .field("username", username)
+                .field("password", &REDACTED)
+                .finish(),
+            AuthConfig::Exec(e) => f.debug_tuple("Exec").field(e).finish(),
+        }
+    }
+}
+
+impl fmt::Debug for ExecConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Plugin arguments and env often carry secrets (client secrets, API keys): names only.
+        let env: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("ExecConfig")
+            .field("command", &self.command)
+            .field("args", &self.args.len())
+            .field("env", &env)
+            .field("api_version", &self.api_version)
+            .field("provide_cluster_info", &self.provide_cluster_info)
+            .field("interactive_mode", &self.interactive_mode)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_redacts_secrets() {
+        let mut c = Config::new("https://x");
+        c.auth = AuthConfig::Token("sekrit-token".into());
+        c.tls.client_key_pem = Some(b"-----BEGIN PRIVATE KEY----- sekrit-key".to_vec());
+        let s = format!("{c:?}");
+        assert!(!s.contains("sekrit"), "{s}");
+        assert!(s.contains(REDACTED));
+        let b = AuthConfig::Basic {
+            username: "u".into(),
+            password: "sekrit-pw".into(),
+        };
+        assert!(!format!("{b:?}").contains("sekrit"));
+        let e = AuthConfig::Exec(ExecConfig {
+            command: "plugin".into(),
+            args: vec!["--secret=sekrit".into()],
+            env: vec![("KEY".into(), "sekrit".into())],
+            ..ExecConfig::default()
+        });
+        let s = format!("{e:?}");
+        assert!(!s.contains("sekrit") && s.contains("KEY"), "{s}");
     }
 }

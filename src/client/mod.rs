@@ -3,14 +3,20 @@
 mod auth;
 mod config;
 mod error;
+mod exec;
+mod incluster;
+mod infer;
+mod kubeconfig;
 mod ratelimit;
 mod rest;
+mod tls;
 mod transport;
 mod typed_api;
 mod watch;
 
-pub use config::{AuthConfig, Config, TlsConfig, DEFAULT_BURST, DEFAULT_QPS};
+pub use config::{AuthConfig, Config, ExecConfig, TlsConfig, DEFAULT_BURST, DEFAULT_QPS};
 pub use error::{ApiError, Error};
+pub use infer::{ConfigError, ConnectOptions, InferEnv, SERVICE_ACCOUNT_DIR};
 pub use rest::{Client, MAX_BODY_BYTES};
 pub use transport::Canceller;
 pub use typed_api::{Api, DeleteParams, ListParams, WatchParams, WATCH_SLACK};

@@ -61,7 +61,7 @@ impl Client {
     /// Builds a client (TLS, credentials, rate limiter) from `config`.
     pub fn new(config: Config) -> Result<Client, Error> {
         let transport = Transport::new(&config)?;
-        let auth = Authenticator::new(&config.auth)?;
+        let auth = Authenticator::new(&config)?;
         let limiter = TokenBucket::new(config.qps, config.burst);
         Ok(Client {
             inner: Arc::new(Inner {
@@ -126,7 +126,10 @@ impl Client {
             total: timeout,
             head: Some(self.inner.config.timeout),
         };
-        let resp = self.execute(&agent, Verb::Get, path, None, deadline)?;
+        let resp = self
+            .execute(&agent, Verb::Get, path, None, deadline)
+            // A cancelled watch's connection fails in whatever way the closed socket shows.
+            .map_err(|e| if cancel.is_cancelled() { Error::Cancelled } else { e })?;
         Ok(resp.into_body().into_reader())
     }
 

@@ -1,28 +1,65 @@
 //! Connections to the API server: the shared pooled agent, TLS, and cancellable watch connections.
 
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
-use super::config::Config;
+use parking_lot::Mutex;
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{
+    Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, ShutdownHandle,
+    Transport as UreqTransport,
+};
+
+use super::config::{AuthConfig, Config, TlsConfig};
+use super::exec::{ExecClientCert, ExecPlugin};
 use super::Error;
 
 /// Builds ureq agents for one API server.
 pub(crate) struct Transport {
     agent: ureq::Agent,
+    connector: TlsConnector,
     config: Config,
 }
 
 impl Transport {
     /// Prepares TLS and the shared agent for `config`.
     pub(crate) fn new(config: &Config) -> Result<Self, Error> {
-        if !config.server.starts_with("http://") && !config.server.starts_with("https://") {
+        let https = config.server.starts_with("https://");
+        if !https && !config.server.starts_with("http://") {
             return Err(Error::Config(format!(
                 "server {:?} must start with http:// or https://",
                 config.server
             )));
         }
+        if let Some(name) = &config.tls.server_name {
+            // Checked here so a bad tls-server-name is a configuration error, not a TLS failure.
+            super::tls::server_name(&config.tls, name)?;
+        }
+        let rustls = if https {
+            // An exec plugin may answer with a client certificate instead of (or besides) a token.
+            let exec_cert: Option<Arc<dyn rustls::client::ResolvesClientCert>> = match &config.auth
+            {
+                AuthConfig::Exec(exec) => {
+                    Some(Arc::new(ExecClientCert(ExecPlugin::shared(config, exec)?)))
+                }
+                _ => None,
+            };
+            Some(super::tls::client_config(&config.tls, exec_cert)?)
+        } else {
+            None
+        };
+        let connector = TlsConnector {
+            rustls,
+            tls: config.tls.clone(),
+            cancel: None,
+        };
         Ok(Transport {
-            agent: build_agent(config),
+            agent: build_agent(config, connector.clone(), true),
+            connector,
             config: config.clone(),
         })
     }
@@ -33,18 +70,256 @@ impl Transport {
     }
 
     /// An agent for one watch; `cancel` can close its connection from another thread.
-    pub(crate) fn watch_agent(&self, _cancel: &Canceller) -> ureq::Agent {
-        build_agent(&self.config)
+    pub(crate) fn watch_agent(&self, cancel: &Canceller) -> ureq::Agent {
+        let connector = TlsConnector {
+            cancel: Some(cancel.clone()),
+            ..self.connector.clone()
+        };
+        build_agent(&self.config, connector, false)
     }
 }
 
-fn build_agent(config: &Config) -> ureq::Agent {
-    ureq::Agent::config_builder()
+fn build_agent(config: &Config, connector: TlsConnector, pooled: bool) -> ureq::Agent {
+    let mut builder = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(config.connect_timeout))
         .user_agent(super::USER_AGENT)
-        .build()
-        .new_agent()
+        // Our connector speaks to the API server directly; a proxy from the environment
+        // would make ureq resolve the proxy's address and send absolute-form requests.
+        .proxy(None);
+    if !pooled {
+        // A watch connection is used once and closed when the watch ends.
+        builder = builder.max_idle_connections(0);
+    }
+    ureq::Agent::with_parts(builder.build(), connector, DefaultResolver::default())
+}
+
+/// TCP (with cancellation) plus our own rustls handshake, so the verified name can differ
+/// from the URL's host (`tls-server-name`), which ureq's TLS config cannot do.
+#[derive(Clone)]
+struct TlsConnector {
+    rustls: Option<Arc<ClientConfig>>,
+    tls: TlsConfig,
+    cancel: Option<Canceller>,
+}
+
+impl std::fmt::Debug for TlsConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsConnector")
+            .field("tls", &self.rustls.is_some())
+            .finish()
+    }
+}
+
+impl Connector<()> for TlsConnector {
+    type Out = Connection;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        _chained: Option<()>,
+    ) -> Result<Option<Connection>, ureq::Error> {
+        if self.cancel.as_ref().is_some_and(Canceller::is_cancelled) {
+            return Err(cancelled());
+        }
+        let stream = Arc::new(connect_tcp(details)?);
+        let weak: Weak<dyn ShutdownHandle> = Arc::downgrade(&stream) as Weak<dyn ShutdownHandle>;
+        (details.register_shutdown)(weak)?;
+        if let Some(cancel) = &self.cancel {
+            cancel.register(&stream)?;
+        }
+        let io = if details.needs_tls() {
+            let config = self.rustls.clone().ok_or(ureq::Error::Tls(
+                "https URL but the client was built for http",
+            ))?;
+            let host = details.uri.host().unwrap_or_default();
+            let name = super::tls::server_name(&self.tls, host)
+                .map_err(|_| ureq::Error::Tls("invalid TLS server name"))?;
+            let mut conn = ClientConnection::new(config, name)?;
+            let mut sock = Shared(stream.clone());
+            // The handshake counts against the connect timeout.
+            let t = details.timeout.not_zero().map(|d| *d);
+            stream.set_read_timeout(t)?;
+            stream.set_write_timeout(t)?;
+            while conn.is_handshaking() {
+                conn.complete_io(&mut sock)
+                    .map_err(|e| map_io(e, details.timeout))?;
+            }
+            Io::Tls(Box::new(StreamOwned::new(conn, sock)))
+        } else {
+            Io::Plain(Shared(stream.clone()))
+        };
+        let c = details.config;
+        Ok(Some(Connection {
+            stream,
+            io,
+            buffers: LazyBuffers::new(c.input_buffer_size(), c.output_buffer_size()),
+            read_timeout: None,
+            write_timeout: None,
+        }))
+    }
+}
+
+fn connect_tcp(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
+    let timeout = details.timeout.not_zero().map(|d| *d);
+    let mut last = None;
+    for addr in details.addrs.iter() {
+        let r = match timeout {
+            Some(t) => TcpStream::connect_timeout(addr, t),
+            None => TcpStream::connect(addr),
+        };
+        match r {
+            Ok(s) => {
+                if details.config.no_delay() {
+                    s.set_nodelay(true)?;
+                }
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(match last {
+        Some(e) => map_io(e, details.timeout),
+        None => ureq::Error::HostNotFound,
+    })
+}
+
+/// The error of an operation on a cancelled watch connection; rest.rs reports it as
+/// [`Error::Cancelled`] by checking the canceller.
+fn cancelled() -> ureq::Error {
+    ureq::Error::Io(io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "watch cancelled",
+    ))
+}
+
+/// Timeouts become ureq timeouts and TLS failures `ureq::Error::Rustls`, so the REST
+/// client classifies them as [`Error::Timeout`] and [`Error::Tls`].
+fn map_io(e: io::Error, timeout: NextTimeout) -> ureq::Error {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    ) {
+        return ureq::Error::Timeout(timeout.reason);
+    }
+    if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        return ureq::Error::Rustls(tls.clone());
+    }
+    ureq::Error::Io(e)
+}
+
+/// A socket shared between the connection and its shutdown handles.
+struct Shared(Arc<TcpStream>);
+
+impl Read for Shared {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self.0).read(buf)
+    }
+}
+
+impl Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self.0).flush()
+    }
+}
+
+enum Io {
+    Plain(Shared),
+    Tls(Box<StreamOwned<ClientConnection, Shared>>),
+}
+
+impl Io {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Io::Plain(s) => s.read(buf),
+            Io::Tls(s) => s.read(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Io::Plain(s) => s.write_all(buf),
+            Io::Tls(s) => s.write_all(buf).and_then(|()| s.flush()),
+        }
+    }
+}
+
+/// One connection to the API server, plain or TLS.
+struct Connection {
+    stream: Arc<TcpStream>,
+    io: Io,
+    buffers: LazyBuffers,
+    // Last values set on the socket, to skip redundant syscalls.
+    read_timeout: Option<Option<Duration>>,
+    write_timeout: Option<Option<Duration>>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("peer", &self.stream.peer_addr().ok())
+            .field("tls", &matches!(self.io, Io::Tls(_)))
+            .finish()
+    }
+}
+
+impl UreqTransport for Connection {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        &mut self.buffers
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
+        let timeout = timeout.for_write();
+        if timeout.after.is_zero() {
+            return Err(ureq::Error::Timeout(timeout.reason));
+        }
+        let t = timeout.not_zero().map(|d| *d);
+        if self.write_timeout != Some(t) {
+            self.stream.set_write_timeout(t)?;
+            self.write_timeout = Some(t);
+        }
+        let output = &self.buffers.output()[..amount];
+        self.io.write_all(output).map_err(|e| map_io(e, timeout))
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
+        let timeout = timeout.for_read();
+        if timeout.after.is_zero() {
+            return Err(ureq::Error::Timeout(timeout.reason));
+        }
+        let t = timeout.not_zero().map(|d| *d);
+        if self.read_timeout != Some(t) {
+            self.stream.set_read_timeout(t)?;
+            self.read_timeout = Some(t);
+        }
+        let input = self.buffers.input_append_buf();
+        let n = loop {
+            match self.io.read(input) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r.map_err(|e| map_io(e, timeout))?,
+            }
+        };
+        self.buffers.input_appended(n);
+        Ok(n > 0)
+    }
+
+    fn is_open(&mut self) -> bool {
+        // A pooled connection is reusable when reading would block: the server neither
+        // closed it nor sent anything unasked.
+        let s = &*self.stream;
+        if s.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let mut buf = [0u8; 1];
+        let open = matches!(s.peek(&mut buf), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+        s.set_nonblocking(false).is_ok() && open
+    }
+
+    fn is_tls(&self) -> bool {
+        matches!(self.io, Io::Tls(_))
+    }
 }
 
 /// Closes a watch connection from another thread, so shutdown never waits on an idle socket.
@@ -56,6 +331,8 @@ pub struct Canceller {
 #[derive(Default)]
 struct CancelState {
     cancelled: AtomicBool,
+    // Weak: a finished watch's socket is closed when its connection drops, not kept here.
+    sockets: Mutex<Vec<Weak<TcpStream>>>,
 }
 
 impl Canceller {
@@ -66,11 +343,31 @@ impl Canceller {
 
     /// Closes the connection; blocked reads return [`Error::Cancelled`].
     pub fn cancel(&self) {
-        self.state.cancelled.store(true, Ordering::SeqCst);
+        let sockets = {
+            let mut sockets = self.state.sockets.lock();
+            // Set under the lock so a connection registering concurrently is either
+            // seen here or refused by `register`.
+            self.state.cancelled.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *sockets)
+        };
+        for s in sockets.iter().filter_map(Weak::upgrade) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
     }
 
     /// Whether [`cancel`](Self::cancel) was called.
     pub fn is_cancelled(&self) -> bool {
         self.state.cancelled.load(Ordering::SeqCst)
+    }
+
+    fn register(&self, stream: &Arc<TcpStream>) -> Result<(), ureq::Error> {
+        let mut sockets = self.state.sockets.lock();
+        if self.state.cancelled.load(Ordering::SeqCst) {
+            let _ = stream.shutdown(Shutdown::Both);
+            return Err(cancelled());
+        }
+        sockets.retain(|w| w.strong_count() > 0);
+        sockets.push(Arc::downgrade(stream));
+        Ok(())
     }
 }
