@@ -356,153 +356,44 @@ mod tests {
     #[test]
     fn every_cell_and_every_once_rule() {
         // (name, cell, synced once, expected verb)
+        #[rustfmt::skip]
         let cases: &[(&str, &str, bool, &str)] = &[
             ("lookup error, not desired: error", "1A", false, "error"),
             ("lookup error, onstart: error", "1B", false, "error"),
             ("lookup error, always: error", "1C", false, "error"),
-            (
-                "lookup error after sync, not desired: error",
-                "1A",
-                true,
-                "error",
-            ),
-            (
-                "lookup error after sync, onstart: error",
-                "1B",
-                true,
-                "error",
-            ),
-            (
-                "lookup error after sync, always: error",
-                "1C",
-                true,
-                "error",
-            ),
+            ("lookup error after sync, not desired: error", "1A", true, "error"),
+            ("lookup error after sync, onstart: error", "1B", true, "error"),
+            ("lookup error after sync, always: error", "1C", true, "error"),
             ("absent, not desired: nothing", "2A", false, "none"),
             ("absent, onstart: create once", "2B", false, "create"),
             ("absent, always: create", "2C", false, "create"),
-            (
-                "absent after sync, not desired: nothing",
-                "2A",
-                true,
-                "none",
-            ),
-            (
-                "absent, onstart already synced: not recreated",
-                "2B",
-                true,
-                "none",
-            ),
+            ("absent after sync, not desired: nothing", "2A", true, "none"),
+            ("absent, onstart already synced: not recreated", "2B", true, "none"),
             ("absent, always after sync: recreated", "2C", true, "create"),
             ("unmanaged, not desired: untouched", "3A", false, "none"),
             ("unmanaged, onstart: untouched", "3B", false, "none"),
             ("unmanaged, always: untouched", "3C", false, "none"),
-            (
-                "unmanaged after sync, not desired: untouched",
-                "3A",
-                true,
-                "none",
-            ),
-            (
-                "unmanaged after sync, onstart: untouched",
-                "3B",
-                true,
-                "none",
-            ),
-            (
-                "unmanaged after sync, always: untouched",
-                "3C",
-                true,
-                "none",
-            ),
-            (
-                "onstart created later, not desired: untouched",
-                "4A",
-                false,
-                "none",
-            ),
-            (
-                "onstart created later, onstart: untouched",
-                "4B",
-                false,
-                "none",
-            ),
-            (
-                "onstart created later, always: untouched",
-                "4C",
-                false,
-                "none",
-            ),
-            (
-                "onstart created later after sync, not desired",
-                "4A",
-                true,
-                "none",
-            ),
-            (
-                "onstart created later after sync, onstart",
-                "4B",
-                true,
-                "none",
-            ),
-            (
-                "onstart created later after sync, always",
-                "4C",
-                true,
-                "none",
-            ),
-            (
-                "onstart at start, not desired: delete once",
-                "5A",
-                false,
-                "delete",
-            ),
-            (
-                "onstart at start, onstart: update once",
-                "5B",
-                false,
-                "update",
-            ),
-            (
-                "onstart at start, always: update once",
-                "5C",
-                false,
-                "update",
-            ),
-            (
-                "onstart at start, not desired, synced: no delete",
-                "5A",
-                true,
-                "none",
-            ),
-            (
-                "onstart at start, onstart, synced: no update",
-                "5B",
-                true,
-                "none",
-            ),
-            (
-                "onstart at start, always, synced: no update",
-                "5C",
-                true,
-                "none",
-            ),
+            ("unmanaged after sync, not desired: untouched", "3A", true, "none"),
+            ("unmanaged after sync, onstart: untouched", "3B", true, "none"),
+            ("unmanaged after sync, always: untouched", "3C", true, "none"),
+            ("onstart created later, not desired: untouched", "4A", false, "none"),
+            ("onstart created later, onstart: untouched", "4B", false, "none"),
+            ("onstart created later, always: untouched", "4C", false, "none"),
+            ("onstart created later after sync, not desired", "4A", true, "none"),
+            ("onstart created later after sync, onstart", "4B", true, "none"),
+            ("onstart created later after sync, always", "4C", true, "none"),
+            ("onstart at start, not desired: delete once", "5A", false, "delete"),
+            ("onstart at start, onstart: update once", "5B", false, "update"),
+            ("onstart at start, always: update once", "5C", false, "update"),
+            ("onstart at start, not desired, synced: no delete", "5A", true, "none"),
+            ("onstart at start, onstart, synced: no update", "5B", true, "none"),
+            ("onstart at start, always, synced: no update", "5C", true, "none"),
             ("always, not desired: delete", "6A", false, "delete"),
             ("always, onstart: update once", "6B", false, "update"),
             ("always, always: update", "6C", false, "update"),
-            (
-                "always, not desired, after sync: delete again",
-                "6A",
-                true,
-                "delete",
-            ),
+            ("always, not desired, after sync: delete again", "6A", true, "delete"),
             ("always, onstart, synced: no update", "6B", true, "none"),
-            (
-                "always, always, after sync: update again",
-                "6C",
-                true,
-                "update",
-            ),
+            ("always, always, after sync: update again", "6C", true, "update"),
         ];
         for &(name, cell, synced, verb) in cases {
             let got = decide_cell(cell, synced);
@@ -685,8 +576,10 @@ mod tests {
             Update,
             Delete,
         }
+        // (name, desired, current, synced once, present at start, wanted)
+        type Case<'a> = (&'a str, Option<&'a Desired>, Current<'a>, bool, bool, Want);
         #[rustfmt::skip]
-        let cases: Vec<(&str, Option<&Desired>, Current, bool, bool, Want)> = vec![
+        let cases: Vec<Case> = vec![
             ("adding an API service which isn't auto-managed does nothing",
                 None, Current::Present(&unmanaged), false, false, Want::Nothing),
             ("adding one to auto-register should create",
