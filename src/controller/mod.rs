@@ -3,3 +3,4 @@
 pub mod decision;
 
 pub use decision::{decide, with_label, Action, Cell, Current, Decision, Desired, SyncMode};
+pub mod manifests;
