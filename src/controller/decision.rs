@@ -18,7 +18,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::api::{APIService, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START};
+use crate::api::{
+    APIService, Resource, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START,
+};
 
 /// How a desired APIService is kept: once at start, or continuously.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,7 +65,19 @@ pub fn with_label(obj: &APIService, mode: SyncMode) -> APIService {
     let mut out = obj.clone();
     out.metadata
         .set_label(AUTO_MANAGED_LABEL, mode.label_value());
+    fill_type_meta(&mut out);
     out
+}
+
+/// Objects built with `Default` or read from a list may lack apiVersion/kind;
+/// a request body should carry them.
+fn fill_type_meta(obj: &mut APIService) {
+    if obj.api_version.is_empty() {
+        obj.api_version = APIService::api_version();
+    }
+    if obj.kind.is_empty() {
+        obj.kind = APIService::KIND.to_string();
+    }
 }
 
 /// One entry of the desired set.
@@ -290,6 +304,7 @@ fn rule(
     // 5B, 5C, 6B, 6C: keep everything of the cached object but its spec.
     let mut updated = curr.clone();
     updated.spec = desired.object.spec.clone();
+    fill_type_meta(&mut updated);
     (Action::Update(updated), "spec differs")
 }
 
@@ -461,6 +476,32 @@ mod tests {
         rest.spec = curr.spec.clone();
         assert_eq!(rest, curr, "everything but the spec is the cached object's");
         assert_eq!(obj.metadata.resource_version.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn written_objects_carry_api_version_and_kind() {
+        let mut bare = cached(Some("true"), "stale");
+        bare.api_version.clear();
+        bare.kind.clear();
+        let d = Desired::new(
+            &APIService {
+                metadata: bare.metadata.clone(),
+                ..Default::default()
+            },
+            SyncMode::Always,
+        );
+        assert_eq!(
+            (d.object.api_version.as_str(), d.object.kind.as_str()),
+            ("apiregistration.k8s.io/v1", "APIService")
+        );
+        let Action::Update(obj) = decide(Some(&d), Current::Present(&bare), false, true).action
+        else {
+            panic!("expected an update");
+        };
+        assert_eq!(
+            (obj.api_version.as_str(), obj.kind.as_str()),
+            ("apiregistration.k8s.io/v1", "APIService")
+        );
     }
 
     #[test]

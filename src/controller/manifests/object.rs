@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::api::{APIService, Resource};
+use crate::api::APIService;
 
 const ACCEPTED: &str = "only apiregistration.k8s.io/v1 APIService objects are accepted";
 
@@ -113,7 +113,6 @@ fn apiservice(mut value: Value) -> Result<APIService, String> {
     if let Some(svc) = obj.spec.service.as_mut() {
         svc.port.get_or_insert(443);
     }
-    obj.api_version = APIService::api_version();
     Ok(obj)
 }
 
