@@ -1,6 +1,7 @@
 //! The autoregister controller: desired set, decision table, workers, manifests.
 
 pub mod decision;
+pub mod manifests;
 
 pub use decision::{decide, with_label, Action, Cell, Current, Decision, Desired, SyncMode};
-pub mod manifests;
+pub use manifests::{load, ManifestError, ManifestSet, Reload};
