@@ -1,7 +1,11 @@
 //! The autoregister controller: desired set, decision table, workers, manifests.
 
+pub mod decision;
 mod handle;
+pub mod manifests;
 mod state;
 mod sync;
 
+pub use decision::{decide, with_label, Action, Cell, Current, Decision, Desired, SyncMode};
 pub use handle::{Controller, ControllerOptions, Pending, QUEUE_NAME};
+pub use manifests::{load, ManifestError, ManifestSet, Reload};

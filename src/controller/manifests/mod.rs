@@ -1,0 +1,25 @@
+//! Manifests: the desired set read from a file or a directory of YAML/JSON files.
+//!
+//! `PATH` is a file, or a directory whose `*.yaml`, `*.yml` and `*.json` files are
+//! read in name order (not recursively; dotfiles and other files are ignored).
+//! YAML files may hold several documents; `List` and `APIServiceList` objects
+//! expand to their items. Only `apiregistration.k8s.io/v1` `APIService` objects
+//! are accepted. An object labelled `kube-aggregator.kubernetes.io/automanaged:
+//! onstart` is synced on start, every other one continuously.
+//!
+//! [`load`] reads PATH once and fails on any error; [`ManifestSet`] re-reads it
+//! while running and keeps a broken file's last good objects.
+
+mod documents;
+mod error;
+mod files;
+mod object;
+mod parse;
+mod set;
+#[cfg(test)]
+mod testutil;
+
+pub use error::ManifestError;
+pub use files::{fingerprint, manifest_files};
+pub use parse::{parse_file, Manifest};
+pub use set::{load, ManifestSet, Reload};

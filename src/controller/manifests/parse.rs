@@ -1,0 +1,213 @@
+//! One manifest file's text to the desired entries it declares.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::{documents, object, ManifestError};
+use crate::controller::{Desired, SyncMode};
+
+/// One desired APIService and where it was declared.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    /// The entry, labelled for its mode.
+    pub desired: Desired,
+    /// File it came from.
+    pub file: PathBuf,
+    /// 1-based YAML document index; none for JSON.
+    pub document: Option<usize>,
+    /// 1-based line where its document starts.
+    pub line: usize,
+}
+
+impl Manifest {
+    /// The APIService name.
+    pub fn name(&self) -> &str {
+        self.desired
+            .object
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+    }
+
+    /// `file:line (document N)`, for messages naming two places.
+    pub fn location(&self) -> String {
+        match self.document {
+            Some(doc) => format!("{}:{} (document {doc})", self.file.display(), self.line),
+            None => format!("{}:{}", self.file.display(), self.line),
+        }
+    }
+}
+
+/// Parses one file: JSON when its name ends in `.json`, YAML otherwise. Any error
+/// (including a name declared twice in the file) rejects the whole file.
+pub fn parse_file(file: &Path, text: &str) -> Result<Vec<Manifest>, Vec<ManifestError>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let is_json = file.extension().is_some_and(|e| e == "json");
+    // Parsed documents (or their errors) with their place, then their objects.
+    let mut docs: Vec<(Result<Value, ManifestError>, Option<usize>, usize)> = Vec::new();
+    if is_json {
+        match serde_json::from_str::<Value>(text) {
+            Ok(doc) => docs.push((Ok(doc), None, first_content_line(text))),
+            Err(e) => docs.push((
+                Err(ManifestError {
+                    file: file.to_path_buf(),
+                    document: None,
+                    line: Some(e.line()),
+                    message: format!("invalid JSON: {e}"),
+                }),
+                None,
+                e.line(),
+            )),
+        }
+    } else {
+        for doc in documents::split(text) {
+            let value = yaml_to_json(&doc.text).map_err(|(line, message)| ManifestError {
+                file: file.to_path_buf(),
+                document: Some(doc.index),
+                line: Some(line.unwrap_or(doc.line)),
+                message,
+            });
+            docs.push((value, Some(doc.index), doc.line));
+        }
+    }
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    for (value, document, line) in docs {
+        let value = match value {
+            Ok(value) => value,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        for res in object::expand(value) {
+            match res {
+                Ok(obj) => {
+                    let mode = SyncMode::from_label(obj.auto_managed());
+                    found.push(Manifest {
+                        desired: Desired::new(&obj, mode),
+                        file: file.to_path_buf(),
+                        document,
+                        line,
+                    });
+                }
+                Err(message) => errors.push(ManifestError {
+                    file: file.to_path_buf(),
+                    document,
+                    line: Some(line),
+                    message,
+                }),
+            }
+        }
+    }
+    errors.extend(duplicates(&found));
+    if errors.is_empty() {
+        Ok(found)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Parsed through serde_yaml_ng's own `Value` first: it rejects duplicate keys,
+/// which a direct conversion would silently resolve to the last one.
+fn yaml_to_json(text: &str) -> Result<Value, (Option<usize>, String)> {
+    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(text)
+        .map_err(|e| (e.location().map(|l| l.line()), format!("invalid YAML: {e}")))?;
+    serde_json::to_value(yaml).map_err(|e| (None, format!("unsupported YAML: {e}")))
+}
+
+/// Names declared twice in one file.
+fn duplicates(found: &[Manifest]) -> Vec<ManifestError> {
+    let mut first: BTreeMap<&str, &Manifest> = BTreeMap::new();
+    let mut errors = Vec::new();
+    for m in found {
+        if let Some(prev) = first.insert(m.name(), m) {
+            errors.push(duplicate_error(m, prev));
+            first.insert(m.name(), prev);
+        }
+    }
+    errors
+}
+
+/// The error for `dup`, rejected because `owner` declares the same name.
+pub(super) fn duplicate_error(dup: &Manifest, owner: &Manifest) -> ManifestError {
+    ManifestError {
+        file: dup.file.clone(),
+        document: dup.document,
+        line: Some(dup.line),
+        message: format!(
+            "duplicate APIService {:?}: already declared at {}",
+            dup.name(),
+            owner.location()
+        ),
+    }
+}
+
+fn first_content_line(text: &str) -> usize {
+    let lead = text.len() - text.trim_start().len();
+    text[..lead].matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.a\nspec:\n  group: a\n  version: v1\n";
+
+    #[test]
+    fn yaml_error_line_is_a_line_of_the_file() {
+        let text = format!("{A}---\n{A}  bad: [\n");
+        let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
+        assert_eq!(errs.len(), 1);
+        assert_eq!((errs[0].document, errs[0].line), (Some(2), Some(17)));
+        assert!(errs[0].message.starts_with("invalid YAML"), "{}", errs[0]);
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected() {
+        let text = format!("{A}metadata:\n  name: v1.b\n");
+        let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
+        assert!(
+            errs[0]
+                .message
+                .contains("duplicate entry with key \"metadata\""),
+            "{}",
+            errs[0]
+        );
+        // serde_yaml_ng points at the mapping holding the key twice.
+        assert_eq!(errs[0].line, Some(1));
+    }
+
+    #[test]
+    fn json_error_line() {
+        let errs = parse_file(
+            Path::new("x.json"),
+            "{\n  \"kind\": \"APIService\",\n  oops\n}",
+        )
+        .unwrap_err();
+        assert_eq!((errs[0].document, errs[0].line), (None, Some(3)));
+    }
+
+    #[test]
+    fn byte_order_mark_is_ignored() {
+        let text = format!("\u{feff}{A}");
+        assert_eq!(parse_file(Path::new("x.yaml"), &text).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn mode_comes_from_the_label() {
+        let on_start = A.replace(
+            "  name: v1.a\n",
+            "  name: v1.a\n  labels:\n    kube-aggregator.kubernetes.io/automanaged: onstart\n",
+        );
+        let got = parse_file(Path::new("x.yaml"), &on_start).unwrap();
+        assert_eq!(got[0].desired.mode, SyncMode::OnStart);
+        let other = on_start.replace("onstart", "\"false\"");
+        let got = parse_file(Path::new("x.yaml"), &other).unwrap();
+        assert_eq!(got[0].desired.mode, SyncMode::Always);
+        assert_eq!(got[0].desired.object.auto_managed(), Some("true"));
+    }
+}
