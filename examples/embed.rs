@@ -9,7 +9,9 @@ use autoregister::client::{Client, Config};
 use autoregister::controller::{Controller, ControllerOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let server = std::env::args().nth(1).unwrap_or_else(|| "http://127.0.0.1:8080".into());
+    let server = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "http://127.0.0.1:8080".into());
     let client = Client::new(Config::new(server))?;
     let controller = Controller::new(client, ControllerOptions::default());
 

@@ -103,13 +103,19 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
         };
         match arg {
             Short('h') | Long("help") => return Ok(Command::Help),
-            Long("manifests") if sub != "version" => manifests = Some(PathBuf::from(value(&mut parser)?)),
-            Long("kubeconfig") if sub != "version" => kube.kubeconfig = Some(PathBuf::from(value(&mut parser)?)),
+            Long("manifests") if sub != "version" => {
+                manifests = Some(PathBuf::from(value(&mut parser)?))
+            }
+            Long("kubeconfig") if sub != "version" => {
+                kube.kubeconfig = Some(PathBuf::from(value(&mut parser)?))
+            }
             Long("context") if sub != "version" => kube.context = Some(value(&mut parser)?),
             Long("server") if sub != "version" => kube.server = Some(value(&mut parser)?),
             Long("qps") if sub != "version" => {
                 let v = value(&mut parser)?;
-                let q: f32 = v.parse().map_err(|_| format!("--qps: invalid number {v:?}"))?;
+                let q: f32 = v
+                    .parse()
+                    .map_err(|_| format!("--qps: invalid number {v:?}"))?;
                 if !(q >= 0.0 && q.is_finite()) {
                     return Err(format!("--qps must be >= 0, got {v}"));
                 }
@@ -117,7 +123,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             }
             Long("burst") if sub != "version" => {
                 let v = value(&mut parser)?;
-                let b: u32 = v.parse().map_err(|_| format!("--burst: invalid number {v:?}"))?;
+                let b: u32 = v
+                    .parse()
+                    .map_err(|_| format!("--burst: invalid number {v:?}"))?;
                 kube.burst = Some(b.max(1));
             }
             Long("once") => {
@@ -126,7 +134,8 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             }
             Long("timeout") => {
                 run_only("timeout")?;
-                timeout = duration::parse(&value(&mut parser)?).map_err(|e| format!("--timeout: {e}"))?;
+                timeout =
+                    duration::parse(&value(&mut parser)?).map_err(|e| format!("--timeout: {e}"))?;
             }
             Long("workers") => {
                 run_only("workers")?;
@@ -139,7 +148,8 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             }
             Long("resync") => {
                 run_only("resync")?;
-                let d = duration::parse(&value(&mut parser)?).map_err(|e| format!("--resync: {e}"))?;
+                let d =
+                    duration::parse(&value(&mut parser)?).map_err(|e| format!("--resync: {e}"))?;
                 resync = (!d.is_zero()).then_some(d);
             }
             other => return Err(other.unexpected().to_string()),
@@ -150,7 +160,14 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     }
     let manifests = manifests.ok_or_else(|| format!("`{sub}` needs --manifests PATH"))?;
     Ok(if sub == "run" {
-        Command::Run(RunArgs { manifests, once, timeout, workers, resync, kube })
+        Command::Run(RunArgs {
+            manifests,
+            once,
+            timeout,
+            workers,
+            resync,
+            kube,
+        })
     } else {
         Command::Plan(PlanArgs { manifests, kube })
     })
@@ -167,7 +184,10 @@ fn value(parser: &mut lexopt::Parser) -> Result<String, String> {
 impl KubeArgs {
     /// The client-side rate limit: flags, else the defaults.
     pub fn limits(&self) -> (f32, u32) {
-        (self.qps.unwrap_or(DEFAULT_QPS), self.burst.unwrap_or(DEFAULT_BURST))
+        (
+            self.qps.unwrap_or(DEFAULT_QPS),
+            self.burst.unwrap_or(DEFAULT_BURST),
+        )
     }
 }
 
@@ -181,9 +201,10 @@ mod tests {
 
     #[test]
     fn run_with_every_flag() {
-        let Ok(Command::Run(r)) = p("run --manifests m --once --timeout 2s --workers 4 --server http://x \
-             --context c --kubeconfig k --qps 0 --burst 7 --resync 1m")
-        else {
+        let Ok(Command::Run(r)) = p(
+            "run --manifests m --once --timeout 2s --workers 4 --server http://x \
+             --context c --kubeconfig k --qps 0 --burst 7 --resync 1m",
+        ) else {
             panic!("not a run command");
         };
         assert_eq!(r.manifests, PathBuf::from("m"));
@@ -197,7 +218,9 @@ mod tests {
 
     #[test]
     fn equals_form_and_defaults() {
-        let Ok(Command::Run(r)) = p("run --manifests=dir") else { panic!("not run") };
+        let Ok(Command::Run(r)) = p("run --manifests=dir") else {
+            panic!("not run")
+        };
         assert_eq!(r.timeout, Duration::from_secs(60));
         assert_eq!(r.workers, 2);
         assert_eq!(r.kube.limits(), (DEFAULT_QPS, DEFAULT_BURST));
@@ -206,7 +229,9 @@ mod tests {
     #[test]
     fn usage_errors() {
         assert!(p("run").unwrap_err().contains("--manifests"));
-        assert!(p("plan --manifests m --once").unwrap_err().contains("only valid for `run`"));
+        assert!(p("plan --manifests m --once")
+            .unwrap_err()
+            .contains("only valid for `run`"));
         assert!(p("run --manifests m --workers 0").is_err());
         assert!(p("run --manifests m --timeout 10").is_err());
         assert!(p("run --manifests m --bogus").is_err());

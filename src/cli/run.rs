@@ -39,13 +39,27 @@ pub fn run(args: &RunArgs) -> i32 {
             return exit::FAILED;
         }
     };
-    let controller = Controller::new(client, ControllerOptions { workers: args.workers, resync: args.resync });
+    let controller = Controller::new(
+        client,
+        ControllerOptions {
+            workers: args.workers,
+            resync: args.resync,
+        },
+    );
     let mut applied = BTreeMap::new();
     apply(&controller, &mut applied, loaded.desired);
     controller.start();
-    info!("started: {} desired APIServices, {} workers", applied.len(), args.workers);
+    info!(
+        "started: {} desired APIServices, {} workers",
+        applied.len(),
+        args.workers
+    );
 
-    let code = if args.once { once(args, &controller, &stop) } else { keep_running(&controller, &mut manifests, &mut applied, &stop) };
+    let code = if args.once {
+        once(args, &controller, &stop)
+    } else {
+        keep_running(&controller, &mut manifests, &mut applied, &stop)
+    };
     controller.shutdown();
     info!("stopped");
     code
@@ -56,7 +70,9 @@ fn once(args: &RunArgs, controller: &Controller, stop: &crossbeam_channel::Recei
     // Wait in short slices so a signal still ends the run promptly.
     let deadline = std::time::Instant::now() + args.timeout;
     loop {
-        let slice = deadline.saturating_duration_since(std::time::Instant::now()).min(Duration::from_millis(200));
+        let slice = deadline
+            .saturating_duration_since(std::time::Instant::now())
+            .min(Duration::from_millis(200));
         match controller.wait_converged(slice) {
             Ok(()) => {
                 info!("converged");
@@ -110,7 +126,11 @@ fn keep_running(
 }
 
 /// Registers what is new or changed and removes what is gone, relative to `applied`.
-fn apply(controller: &Controller, applied: &mut BTreeMap<String, Desired>, desired: BTreeMap<String, Desired>) {
+fn apply(
+    controller: &Controller,
+    applied: &mut BTreeMap<String, Desired>,
+    desired: BTreeMap<String, Desired>,
+) {
     for name in applied.keys() {
         if !desired.contains_key(name) {
             info!("{name}: removed from the manifests");

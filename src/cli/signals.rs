@@ -8,12 +8,14 @@ use signal_hook::iterator::Signals;
 pub fn stop_channel() -> std::io::Result<Receiver<i32>> {
     let mut signals = Signals::new([SIGTERM, SIGINT])?;
     let (tx, rx) = crossbeam_channel::unbounded();
-    std::thread::Builder::new().name("signals".into()).spawn(move || {
-        for sig in signals.forever() {
-            if tx.send(sig).is_err() {
-                break;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if tx.send(sig).is_err() {
+                    break;
+                }
             }
-        }
-    })?;
+        })?;
     Ok(rx)
 }

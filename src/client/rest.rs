@@ -129,7 +129,13 @@ impl Client {
         let resp = self
             .execute(&agent, Verb::Get, path, None, deadline)
             // A cancelled watch's connection fails in whatever way the closed socket shows.
-            .map_err(|e| if cancel.is_cancelled() { Error::Cancelled } else { e })?;
+            .map_err(|e| {
+                if cancel.is_cancelled() {
+                    Error::Cancelled
+                } else {
+                    e
+                }
+            })?;
         Ok(resp.into_body().into_reader())
     }
 

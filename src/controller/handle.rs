@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use log::{debug, info};
 use parking_lot::Mutex;
 
-use super::decision::{with_label, Desired, SyncMode};
+use super::decision::{Desired, SyncMode};
 use super::state::State;
 use super::sync;
 use crate::api::APIService;
@@ -31,7 +31,10 @@ pub struct ControllerOptions {
 
 impl Default for ControllerOptions {
     fn default() -> Self {
-        ControllerOptions { workers: 2, resync: None }
+        ControllerOptions {
+            workers: 2,
+            resync: None,
+        }
     }
 }
 
@@ -116,8 +119,9 @@ impl Controller {
 
     fn add(&self, obj: APIService, mode: SyncMode) {
         let name = obj.metadata.name.clone().unwrap_or_default();
-        let object = with_label(obj, mode);
-        self.inner.state.set_desired(name.clone(), Desired { object, mode });
+        self.inner
+            .state
+            .set_desired(name.clone(), Desired::new(&obj, mode));
         self.inner.queue.add(name);
     }
 
@@ -128,7 +132,10 @@ impl Controller {
             return;
         }
         threads.started = true;
-        let opts = ReflectorOptions { resync: self.inner.options.resync, ..Default::default() };
+        let opts = ReflectorOptions {
+            resync: self.inner.options.resync,
+            ..Default::default()
+        };
         threads.reflector = Some(Reflector::spawn(
             self.inner.api.clone(),
             self.inner.store.clone(),
@@ -148,7 +155,9 @@ impl Controller {
     /// Waits until the cache has synced; false on timeout.
     pub fn wait_until_synced(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        self.inner.state.wait_until(deadline, || self.inner.state.at_start().is_some())
+        self.inner
+            .state
+            .wait_until(deadline, || self.inner.state.at_start().is_some())
     }
 
     /// Waits until every desired name, and every managed name present at start, has synced
@@ -161,10 +170,10 @@ impl Controller {
             return Ok(());
         }
         if inner.state.at_start().is_none() {
-            return Err(vec![Pending {
-                name: "(cache)".into(),
-                reason: "the APIService list never succeeded; is the API server reachable?".into(),
-            }]);
+            let reason = "the APIService cache never synced (is the API server reachable?)";
+            let mut names = inner.state.desired_names();
+            names.sort();
+            return Err(names.into_iter().map(|name| Pending { name, reason: reason.into() }).collect());
         }
         Err(inner.pending())
     }
@@ -232,7 +241,10 @@ impl Inner {
             .into_iter()
             .filter(|n| !self.state.synced_once(n))
             .map(|name| {
-                let reason = self.state.failure(&name).unwrap_or_else(|| "not synced yet".into());
+                let reason = self
+                    .state
+                    .failure(&name)
+                    .unwrap_or_else(|| "not synced yet".into());
                 Pending { name, reason }
             })
             .collect()

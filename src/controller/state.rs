@@ -50,7 +50,10 @@ impl State {
 
     /// Whether `name` was in the cache when it first synced.
     pub(crate) fn present_at_start(&self, name: &str) -> bool {
-        self.at_start.read().as_ref().is_some_and(|s| s.contains(name))
+        self.at_start
+            .read()
+            .as_ref()
+            .is_some_and(|s| s.contains(name))
     }
 
     /// Records the names present when the cache first synced (once).
@@ -87,7 +90,11 @@ impl State {
     }
 
     /// Blocks until `done()` holds or `deadline` passes; re-checked after every outcome.
-    pub(crate) fn wait_until(&self, deadline: std::time::Instant, mut done: impl FnMut() -> bool) -> bool {
+    pub(crate) fn wait_until(
+        &self,
+        deadline: std::time::Instant,
+        mut done: impl FnMut() -> bool,
+    ) -> bool {
         let mut guard = self.progress_lock.lock();
         loop {
             if done() {
@@ -95,7 +102,10 @@ impl State {
             }
             // Also wakes on a timer: cache sync is not a sync outcome.
             let step = std::time::Instant::now() + std::time::Duration::from_millis(100);
-            if self.progress.wait_until(&mut guard, step.min(deadline)).timed_out()
+            if self
+                .progress
+                .wait_until(&mut guard, step.min(deadline))
+                .timed_out()
                 && std::time::Instant::now() >= deadline
             {
                 return done();

@@ -16,16 +16,26 @@ pub(crate) fn plan(state: &State, store: &Store<APIService>, name: &str) -> Deci
         Some(obj) => Current::Present(obj),
         None => Current::NotFound,
     };
-    decide(desired.as_ref(), current, state.synced_once(name), state.present_at_start(name))
+    decide(
+        desired.as_ref(),
+        current,
+        state.synced_once(name),
+        state.present_at_start(name),
+    )
 }
 
 /// Syncs `name` once; `Ok` means the name needs no retry.
-pub(crate) fn sync(state: &State, store: &Store<APIService>, api: &Api<APIService>, name: &str) -> Result<(), Error> {
+pub(crate) fn sync(
+    state: &State,
+    store: &Store<APIService>,
+    api: &Api<APIService>,
+    name: &str,
+) -> Result<(), Error> {
     let decision = plan(state, store, name);
     let cell = decision.cell;
     let (verb, result) = match decision.action {
         Action::None => {
-            debug!("{name} {cell}: nothing to do");
+            debug!("{name} {cell}: nothing to do ({})", decision.reason);
             state.record_outcome(name, Ok(()));
             return Ok(());
         }
@@ -36,18 +46,32 @@ pub(crate) fn sync(state: &State, store: &Store<APIService>, api: &Api<APIServic
         ),
         Action::Update(obj) => (
             "update",
-            ignore(api.update(&obj).map(drop), |e| e.is_not_found() || e.is_conflict()),
+            ignore(api.update(&obj).map(drop), |e| {
+                e.is_not_found() || e.is_conflict()
+            }),
         ),
         Action::Delete { name: n, uid } => {
-            let p = DeleteParams { uid: Some(uid), resource_version: None };
-            ("delete", ignore(api.delete(&n, &p), |e| e.is_not_found() || e.is_conflict()))
+            let p = DeleteParams {
+                uid: Some(uid),
+                resource_version: None,
+            };
+            (
+                "delete",
+                ignore(api.delete(&n, &p), |e| e.is_not_found() || e.is_conflict()),
+            )
         }
     };
     match &result {
-        Ok(()) => info!("{name} {cell} {verb}: ok"),
+        Ok(()) => info!("{name} {cell} {verb}: ok ({})", decision.reason),
         Err(e) => warn!("{name} {cell} {verb}: failed: {e}"),
     }
-    state.record_outcome(name, result.as_ref().map(drop).map_err(|e| format!("{verb}: {e}")));
+    state.record_outcome(
+        name,
+        result
+            .as_ref()
+            .map(drop)
+            .map_err(|e| format!("{verb}: {e}")),
+    );
     result
 }
 

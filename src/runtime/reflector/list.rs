@@ -5,9 +5,11 @@ use crate::client::{Error, ListParams};
 use super::ListerWatcher;
 
 /// Every object of one list, and the collection version to watch from.
-pub(super) struct Listed<K> {
-    pub(super) items: Vec<K>,
-    pub(super) resource_version: String,
+pub struct Listed<K> {
+    /// The objects, in server order.
+    pub items: Vec<K>,
+    /// The list's resourceVersion.
+    pub resource_version: String,
 }
 
 /// Lists everything in pages of `page_size` (0: one unpaginated request), following
@@ -15,7 +17,7 @@ pub(super) struct Listed<K> {
 ///
 /// No `resourceVersion` is sent, so the server answers from etcd (a consistent read),
 /// never from a watch cache that may lag behind or, after a restore, run ahead.
-pub(super) fn list_all<K: 'static>(
+pub fn list_all<K: 'static>(
     lw: &dyn ListerWatcher<K>,
     page_size: u32,
     label_selector: Option<&str>,

@@ -27,6 +27,7 @@ use crate::runtime::backoff::BackoffConfig;
 use crate::runtime::store::Store;
 
 pub use handler::EventHandler;
+pub use list::{list_all, Listed};
 pub use lister_watcher::{ListerWatcher, WatchEvents};
 
 /// How a reflector lists and watches.
