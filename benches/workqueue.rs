@@ -17,7 +17,7 @@ use autoregister::runtime::workqueue::{
 use parking_lot::{Condvar, Mutex};
 
 const KEYS: u64 = 100_000;
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 7;
 
 /// The baseline: a FIFO with shutdown and nothing else.
 struct PlainQueue {

@@ -58,21 +58,25 @@ impl<T: Clone + Eq + Hash> Queue<T> {
 
     /// Marks `item` as needing processing; a no-op if it already does or the queue is shutting down.
     pub fn add(&self, item: T) {
-        let mut s = self.state.lock();
-        if s.shutting_down || s.dirty.contains_key(&item) {
+        let mut guard = self.state.lock();
+        let s = &mut *guard;
+        if s.shutting_down {
             return;
         }
+        let std::collections::hash_map::Entry::Vacant(slot) = s.dirty.entry(item) else {
+            return;
+        };
         self.metrics.added();
-        let now = self.clock.now();
-        if s.processing.contains_key(&item) {
-            // Re-queued by `done`, so no second worker gets it meanwhile.
-            s.dirty.insert(item, now);
-            return;
+        // Requeued by `done` if being processed, so no second worker gets it meanwhile.
+        let queue = !s.processing.contains_key(slot.key());
+        if queue {
+            s.queue.push_back(slot.key().clone());
         }
-        s.dirty.insert(item.clone(), now);
-        s.queue.push_back(item);
-        drop(s);
-        self.ready.notify_one();
+        slot.insert(self.clock.now());
+        drop(guard);
+        if queue {
+            self.ready.notify_one();
+        }
     }
 
     /// Blocks until an item is available and hands it out; `None` once shut down and empty.
