@@ -166,8 +166,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
 
     /// Like [`shutdown`](Self::shutdown), then waits for in-flight items (see [`Queue::shutdown_with_drain`]).
     pub fn shutdown_with_drain(&self) {
-        self.stop_timer();
+        // Queue first, so from the first moment of shutdown `add_after` is rejected, not lost.
         self.queue.shutdown_with_drain();
+        self.stop_timer();
     }
 
     /// Whether shutdown has begun.
