@@ -21,7 +21,7 @@ static:
 	@file target/$(TARGET)/release/autoregister
 
 bench:
-	@echo "bench: not yet"
+	$(CARGO) bench --bench workqueue
 
 fmt:
 	$(CARGO) fmt --all

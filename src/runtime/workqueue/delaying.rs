@@ -1,0 +1,235 @@
+//! The delaying queue: the plain queue plus `add_after`, served by one timer thread.
+//!
+//! Waiting items live in a min-heap of deadlines; one thread per queue sleeps on the
+//! queue's clock until the earliest deadline (or until an earlier one is added) and
+//! moves ready items into the queue. A key already waiting keeps the earlier of its
+//! deadlines, as in client-go: a later `add_after` never postpones it.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::Hash;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::metrics::QueueMetrics;
+use super::queue::Queue;
+use crate::runtime::clock::{Clock, Wakeup};
+
+/// Delays beyond this are clamped, so the deadline never overflows `Instant` (about 100 years).
+const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A [`Queue`] that can also add an item after a delay.
+pub struct DelayingQueue<T> {
+    queue: Arc<Queue<T>>,
+    timer: Arc<Timer<T>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<QueueMetrics>,
+}
+
+/// State shared with the timer thread.
+struct Timer<T> {
+    state: Mutex<TimerState<T>>,
+    /// Wakes the timer thread: an earlier deadline arrived, or stop.
+    wakeup: Arc<Wakeup>,
+}
+
+struct TimerState<T> {
+    heap: BinaryHeap<Entry<T>>,
+    /// The live deadline of each waiting item; heap entries with another `seq` are stale.
+    waiting: HashMap<T, (Instant, u64)>,
+    next_seq: u64,
+    stopped: bool,
+}
+
+struct Entry<T> {
+    at: Instant,
+    seq: u64,
+    item: T,
+}
+
+impl<T> PartialEq for Entry<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl<T> Eq for Entry<T> {}
+impl<T> PartialOrd for Entry<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Entry<T> {
+    /// Reversed, so `BinaryHeap` pops the earliest deadline (FIFO among equal ones).
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
+    /// A delaying queue whose timer thread is named `workqueue-<name>`.
+    pub fn new(name: &str, clock: Arc<dyn Clock>, metrics: Arc<QueueMetrics>) -> Self {
+        let queue = Arc::new(Queue::new(clock.clone(), metrics.clone()));
+        let timer = Arc::new(Timer {
+            state: Mutex::new(TimerState {
+                heap: BinaryHeap::new(),
+                waiting: HashMap::new(),
+                next_seq: 0,
+                stopped: false,
+            }),
+            wakeup: Arc::new(Wakeup::new()),
+        });
+        let thread = {
+            let (queue, timer, clock) = (queue.clone(), timer.clone(), clock.clone());
+            std::thread::Builder::new()
+                .name(format!("workqueue-{name}"))
+                .spawn(move || run_timer(&timer, &queue, clock.as_ref()))
+                // As `std::thread::spawn`: only fails when the process is out of threads.
+                .expect("spawning the workqueue timer thread")
+        };
+        DelayingQueue {
+            queue,
+            timer,
+            thread: Mutex::new(Some(thread)),
+            clock,
+            metrics,
+        }
+    }
+
+    /// Adds `item` once `delay` has passed on the queue's clock (at once if zero).
+    ///
+    /// If the item is already waiting, the earlier deadline wins. Ignored after shutdown.
+    pub fn add_after(&self, item: T, delay: Duration) {
+        if self.queue.is_shutting_down() {
+            return;
+        }
+        // client-go counts every delayed add as a retry.
+        self.metrics.retried();
+        if delay.is_zero() {
+            self.queue.add(item);
+            return;
+        }
+        let at = self.clock.now() + delay.min(MAX_DELAY);
+        let mut s = self.timer.state.lock();
+        if s.stopped {
+            return;
+        }
+        if let Some(&(existing, _)) = s.waiting.get(&item) {
+            if existing <= at {
+                return;
+            }
+        }
+        let seq = s.next_seq;
+        s.next_seq += 1;
+        s.waiting.insert(item.clone(), (at, seq));
+        s.heap.push(Entry { at, seq, item });
+        let earliest = s.heap.peek().is_some_and(|e| e.seq == seq);
+        drop(s);
+        if earliest {
+            self.timer.wakeup.wake();
+        }
+    }
+
+    /// See [`Queue::add`].
+    pub fn add(&self, item: T) {
+        self.queue.add(item);
+    }
+
+    /// See [`Queue::get`].
+    pub fn get(&self) -> Option<T> {
+        self.queue.get()
+    }
+
+    /// See [`Queue::done`].
+    pub fn done(&self, item: &T) {
+        self.queue.done(item);
+    }
+
+    /// See [`Queue::len`]; items still waiting for their delay are not counted.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// See [`Queue::is_empty`].
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Shuts the queue down (see [`Queue::shutdown`]), drops waiting items and joins the timer thread.
+    pub fn shutdown(&self) {
+        self.queue.shutdown();
+        self.stop_timer();
+    }
+
+    /// Like [`shutdown`](Self::shutdown), then waits for in-flight items (see [`Queue::shutdown_with_drain`]).
+    pub fn shutdown_with_drain(&self) {
+        // Queue first, so from the first moment of shutdown `add_after` is rejected, not lost.
+        self.queue.shutdown_with_drain();
+        self.stop_timer();
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.queue.is_shutting_down()
+    }
+
+    /// The metrics this queue reports to.
+    pub fn metrics(&self) -> &Arc<QueueMetrics> {
+        &self.metrics
+    }
+}
+
+impl<T> DelayingQueue<T> {
+    fn stop_timer(&self) {
+        {
+            let mut s = self.timer.state.lock();
+            s.stopped = true;
+            s.heap.clear();
+            s.waiting.clear();
+        }
+        self.timer.wakeup.wake();
+        // Held while joining, so a concurrent shutdown also returns only once the thread is gone.
+        let mut thread = self.thread.lock();
+        if let Some(t) = thread.take() {
+            // A panic in the timer thread was already reported on stderr; nothing to add.
+            let _ = t.join();
+        }
+    }
+}
+
+impl<T> Drop for DelayingQueue<T> {
+    fn drop(&mut self) {
+        // The timer thread holds no reference to `self`, so it would otherwise outlive it.
+        self.stop_timer();
+    }
+}
+
+/// The timer thread: move ready items into the queue, then sleep until the next deadline.
+fn run_timer<T: Clone + Eq + Hash>(timer: &Timer<T>, queue: &Queue<T>, clock: &dyn Clock) {
+    let mut ready = Vec::new();
+    loop {
+        let next = {
+            let mut s = timer.state.lock();
+            if s.stopped {
+                return;
+            }
+            let now = clock.now();
+            while s.heap.peek().is_some_and(|e| e.at <= now) {
+                let Some(e) = s.heap.pop() else { break };
+                if s.waiting.get(&e.item).is_some_and(|w| w.1 == e.seq) {
+                    s.waiting.remove(&e.item);
+                    ready.push(e.item);
+                }
+            }
+            s.heap.peek().map(|e| e.at)
+        };
+        // Outside the timer lock: `add` takes the queue lock.
+        for item in ready.drain(..) {
+            queue.add(item);
+        }
+        clock.wait(&timer.wakeup, next);
+    }
+}

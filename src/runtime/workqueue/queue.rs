@@ -1,0 +1,201 @@
+//! The plain work queue: a FIFO with a dirty set (dedup) and a processing set.
+//!
+//! The invariants, as client-go's `workqueue.Type`:
+//! - an item is in the FIFO at most once (the dirty set collapses duplicate adds);
+//! - an item is never handed to two workers at once: one added while it is being
+//!   processed waits in the dirty set and goes back into the FIFO on `done`;
+//! - after shutdown adds are ignored, `get` still hands out what is queued and
+//!   returns `None` once the FIFO is empty.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::metrics::QueueMetrics;
+use crate::runtime::clock::Clock;
+
+/// A FIFO work queue with client-go's dedup and processing semantics.
+pub struct Queue<T> {
+    state: Mutex<State<T>>,
+    /// Workers blocked in `get`.
+    ready: Condvar,
+    /// A caller of `shutdown_with_drain` waiting for the processing set to empty.
+    drained: Condvar,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<QueueMetrics>,
+}
+
+struct State<T> {
+    queue: VecDeque<T>,
+    /// Items that need processing, with the instant they were added (for the queue-duration metric).
+    dirty: HashMap<T, Instant>,
+    /// Items handed to a worker and not yet done, with the instant they were handed out.
+    processing: HashMap<T, Instant>,
+    shutting_down: bool,
+    drain: bool,
+}
+
+impl<T: Clone + Eq + Hash> Queue<T> {
+    /// An empty queue timing with `clock` and reporting to `metrics`.
+    pub fn new(clock: Arc<dyn Clock>, metrics: Arc<QueueMetrics>) -> Self {
+        Queue {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                dirty: HashMap::new(),
+                processing: HashMap::new(),
+                shutting_down: false,
+                drain: false,
+            }),
+            ready: Condvar::new(),
+            drained: Condvar::new(),
+            clock,
+            metrics,
+        }
+    }
+
+    /// Marks `item` as needing processing; a no-op if it already does or the queue is shutting down.
+    pub fn add(&self, item: T) {
+        let mut guard = self.state.lock();
+        let s = &mut *guard;
+        if s.shutting_down {
+            return;
+        }
+        let std::collections::hash_map::Entry::Vacant(slot) = s.dirty.entry(item) else {
+            return;
+        };
+        self.metrics.added();
+        // Requeued by `done` if being processed, so no second worker gets it meanwhile.
+        let queue = !s.processing.contains_key(slot.key());
+        if queue {
+            s.queue.push_back(slot.key().clone());
+        }
+        slot.insert(self.clock.now());
+        drop(guard);
+        if queue {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Blocks until an item is available and hands it out; `None` once shut down and empty.
+    ///
+    /// The caller must call [`done`](Self::done) with the item when finished with it.
+    pub fn get(&self) -> Option<T> {
+        let mut s = self.state.lock();
+        while s.queue.is_empty() && !s.shutting_down {
+            self.ready.wait(&mut s);
+        }
+        let item = s.queue.pop_front()?;
+        let now = self.clock.now();
+        let added = s.dirty.remove(&item).unwrap_or(now);
+        self.metrics.got(now.saturating_duration_since(added), now);
+        s.processing.insert(item.clone(), now);
+        Some(item)
+    }
+
+    /// Marks `item` as no longer being processed; if it was added meanwhile it is queued again.
+    ///
+    /// A `done` for an item that is not being processed is ignored.
+    pub fn done(&self, item: &T) {
+        let mut s = self.state.lock();
+        let Some(started) = s.processing.remove(item) else {
+            return;
+        };
+        self.metrics.done(started, self.clock.now());
+        let requeued = s.dirty.contains_key(item);
+        if requeued {
+            s.queue.push_back(item.clone());
+        }
+        let drained = s.drain && s.processing.is_empty();
+        drop(s);
+        if requeued {
+            self.ready.notify_one();
+        }
+        if drained {
+            self.drained.notify_all();
+        }
+    }
+
+    /// The number of items waiting to be handed out (not counting those being processed).
+    pub fn len(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+
+    /// Whether no item is waiting to be handed out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stops accepting adds and wakes every waiter; queued items are still handed out.
+    pub fn shutdown(&self) {
+        let mut s = self.state.lock();
+        s.shutting_down = true;
+        // A plain shutdown also releases a caller blocked in `shutdown_with_drain`.
+        s.drain = false;
+        drop(s);
+        self.ready.notify_all();
+        self.drained.notify_all();
+    }
+
+    /// Like [`shutdown`](Self::shutdown), then blocks until every item handed out is done.
+    ///
+    /// Must not be called from a worker holding an item: it would wait for itself.
+    pub fn shutdown_with_drain(&self) {
+        let mut s = self.state.lock();
+        s.shutting_down = true;
+        s.drain = true;
+        self.ready.notify_all();
+        while s.drain && !s.processing.is_empty() {
+            self.drained.wait(&mut s);
+        }
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.state.lock().shutting_down
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::clock::ManualClock;
+
+    fn queue() -> Queue<&'static str> {
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
+        let metrics = Arc::new(QueueMetrics::new("t", clock.clone()));
+        Queue::new(clock, metrics)
+    }
+
+    #[test]
+    fn fifo_order_and_dedup() {
+        let q = queue();
+        q.add("a");
+        q.add("b");
+        q.add("a");
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.get(), Some("a"));
+        assert_eq!(q.get(), Some("b"));
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn done_for_an_item_not_processing_is_ignored() {
+        let q = queue();
+        q.add("a");
+        q.done(&"a");
+        assert_eq!(q.len(), 1, "still queued once, not duplicated");
+    }
+
+    #[test]
+    fn get_after_shutdown_drains_then_returns_none() {
+        let q = queue();
+        q.add("a");
+        q.shutdown();
+        q.add("b");
+        assert_eq!(q.get(), Some("a"));
+        assert_eq!(q.get(), None);
+    }
+}
