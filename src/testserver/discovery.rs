@@ -23,7 +23,9 @@ pub(crate) fn version() -> Value {
 pub(crate) fn core_versions(addr: &str) -> Value {
     json!({
         "kind": "APIVersions",
-        "versions": ["v1"],
+        // No core resources are served; advertising v1 with an empty list makes kubectl
+        // report "received empty response for: v1" on every discovery.
+        "versions": [],
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}]
     })
 }
@@ -114,6 +116,56 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Option<Value> {
             "apiVersion": "v1",
             "groupVersion": format!("{group}/{version}"),
             "resources": resources,
+        })
+    })
+}
+
+/// `/openapi/v3`: where each group version's document is.
+pub(crate) fn openapi_v3_root() -> Value {
+    let mut paths = serde_json::Map::new();
+    for k in KINDS {
+        let gv = format!("apis/{}/{}", k.group, k.version);
+        paths.insert(
+            gv.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash=0")}),
+        );
+    }
+    json!({ "paths": paths })
+}
+
+/// `/openapi/v3/apis/<group>/<version>`: just enough for kubectl to learn that PATCH takes
+/// `fieldValidation` (so it validates server-side and needs no schemas).
+pub(crate) fn openapi_v3_group_version(group: &str, version: &str) -> Option<Value> {
+    let mut paths = serde_json::Map::new();
+    for k in KINDS.iter().filter(|k| k.group == group && k.version == version) {
+        let gvk = json!({"group": k.group, "version": k.version, "kind": k.kind});
+        let prefix = if k.namespaced {
+            format!("/apis/{group}/{version}/namespaces/{{namespace}}/{}", k.plural)
+        } else {
+            format!("/apis/{group}/{version}/{}", k.plural)
+        };
+        let param = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string"}});
+        let op = |action: &str| {
+            json!({
+                "operationId": format!("{action}{}", k.kind),
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": [param("dryRun"), param("fieldManager"), param("fieldValidation")],
+                "responses": {"200": {"description": "OK"}}
+            })
+        };
+        paths.insert(
+            format!("{prefix}/{{name}}"),
+            json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}),
+        );
+        paths.insert(prefix, json!({"get": op("list"), "post": op("post")}));
+    }
+    (!paths.is_empty()).then(|| {
+        json!({
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes", "version": "v1.32.0"},
+            "paths": paths,
+            "components": {"schemas": {}}
         })
     })
 }

@@ -181,6 +181,10 @@ fn route(shared: &Shared, path: &str) -> Route {
         ["healthz"] | ["readyz"] | ["livez"] => Route::Public(Value::String("ok".into())),
         ["api"] => Route::Discovery(Some(discovery::core_versions(&addr))),
         ["api", "v1"] => Route::Discovery(Some(discovery::core_resources())),
+        ["openapi", "v3"] => Route::Discovery(Some(discovery::openapi_v3_root())),
+        ["openapi", "v3", "apis", g, v] => {
+            Route::Discovery(discovery::openapi_v3_group_version(g, v))
+        }
         ["apis"] => Route::Discovery(Some(discovery::group_list())),
         ["apis", g] => Route::Discovery(discovery::group(g)),
         ["apis", g, v] => Route::Discovery(discovery::resource_list(g, v)),
