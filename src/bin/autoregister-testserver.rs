@@ -82,20 +82,29 @@ fn main() -> ExitCode {
     let server = match builder.start() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("autoregister-testserver: cannot serve on {}: {e}", args.addr);
+            eprintln!(
+                "autoregister-testserver: cannot serve on {}: {e}",
+                args.addr
+            );
             return ExitCode::from(1);
         }
     };
     if let (Some(dir), Some(ca)) = (&args.tls_dir, server.ca_pem()) {
         let path = dir.join("ca.crt");
         if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, ca)) {
-            eprintln!("autoregister-testserver: cannot write {}: {e}", path.display());
+            eprintln!(
+                "autoregister-testserver: cannot write {}: {e}",
+                path.display()
+            );
             return ExitCode::from(1);
         }
     }
     if let Some(path) = &args.kubeconfig_out {
         if let Err(e) = server.write_kubeconfig(path) {
-            eprintln!("autoregister-testserver: cannot write {}: {e}", path.display());
+            eprintln!(
+                "autoregister-testserver: cannot write {}: {e}",
+                path.display()
+            );
             return ExitCode::from(1);
         }
     }

@@ -93,7 +93,10 @@ pub(crate) fn handle<'a>(shared: &'a Shared, req: &Request) -> (Response, After<
                 }
             }
         }
-        _ => object(404, &json!({"error": format!("no admin endpoint {} {}", req.method, req.path)})),
+        _ => object(
+            404,
+            &json!({"error": format!("no admin endpoint {} {}", req.method, req.path)}),
+        ),
     };
     (resp, none)
 }
@@ -113,7 +116,10 @@ fn set_faults(shared: &Shared, b: &Value) -> Result<(), String> {
         f.fail_next_verb(n.get("verb").and_then(Value::as_str), count, code);
     }
     if let Some(n) = b.get("failFraction") {
-        let fraction = n.get("fraction").and_then(Value::as_f64).ok_or("failFraction.fraction")?;
+        let fraction = n
+            .get("fraction")
+            .and_then(Value::as_f64)
+            .ok_or("failFraction.fraction")?;
         f.fail_fraction(fraction, u(n, "code").unwrap_or(500) as u16);
     }
     if let Some(s) = u(b, "retryAfter") {

@@ -137,10 +137,16 @@ pub(crate) fn openapi_v3_root() -> Value {
 /// `fieldValidation` (so it validates server-side and needs no schemas).
 pub(crate) fn openapi_v3_group_version(group: &str, version: &str) -> Option<Value> {
     let mut paths = serde_json::Map::new();
-    for k in KINDS.iter().filter(|k| k.group == group && k.version == version) {
+    for k in KINDS
+        .iter()
+        .filter(|k| k.group == group && k.version == version)
+    {
         let gvk = json!({"group": k.group, "version": k.version, "kind": k.kind});
         let prefix = if k.namespaced {
-            format!("/apis/{group}/{version}/namespaces/{{namespace}}/{}", k.plural)
+            format!(
+                "/apis/{group}/{version}/namespaces/{{namespace}}/{}",
+                k.plural
+            )
         } else {
             format!("/apis/{group}/{version}/{}", k.plural)
         };

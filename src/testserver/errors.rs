@@ -32,7 +32,9 @@ fn with_details(mut s: Status, name: &str, group: &str, kind: &str) -> Status {
 
 fn plain(code: u16, reason: &str, message: impl Into<String>) -> ApiErr {
     let mut status = Status::failure(code, reason, message);
-    status.extra.insert("metadata".into(), serde_json::json!({}));
+    status
+        .extra
+        .insert("metadata".into(), serde_json::json!({}));
     ApiErr {
         status,
         retry_after: None,
@@ -184,7 +186,11 @@ pub(crate) fn unauthorized() -> ApiErr {
 
 /// 404 for a path that serves nothing.
 pub(crate) fn path_not_found() -> ApiErr {
-    plain(404, "NotFound", "the server could not find the requested resource")
+    plain(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
 }
 
 /// 405 MethodNotAllowed.
@@ -248,8 +254,16 @@ pub(crate) fn injected(code: u16, retry_after: u32) -> ApiErr {
             "TooManyRequests",
             "Too many requests, please try again later.",
         ),
-        503 => plain(503, "ServiceUnavailable", "the server is currently unable to handle the request (injected)"),
-        504 => plain(504, "Timeout", "the server was unable to return a response in the time allotted (injected)"),
+        503 => plain(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request (injected)",
+        ),
+        504 => plain(
+            504,
+            "Timeout",
+            "the server was unable to return a response in the time allotted (injected)",
+        ),
         c => plain(
             c,
             if c == 500 { "InternalError" } else { "Unknown" },

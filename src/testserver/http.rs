@@ -115,7 +115,10 @@ fn read_line<R: BufRead>(r: &mut R, budget: &mut usize) -> io::Result<Option<Str
         return Ok(None);
     }
     if n > *budget {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "request head too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "request head too large",
+        ));
     }
     *budget -= n;
     while line.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
@@ -138,12 +141,18 @@ pub(crate) fn read_request(r: &mut BufReader<Conn>) -> io::Result<Option<Request
     let first = first.unwrap_or_default();
     let mut parts = first.split_whitespace();
     let (Some(method), Some(target), version) = (parts.next(), parts.next(), parts.next()) else {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "bad request line"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "bad request line",
+        ));
     };
     let mut headers = Vec::new();
     loop {
         let Some(line) = read_line(r, &mut budget)? else {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "eof in headers"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "eof in headers",
+            ));
         };
         if line.is_empty() {
             break;
@@ -279,7 +288,12 @@ impl Response {
     }
 }
 
-fn head(code: u16, content_type: &str, headers: &[(&'static str, String)], keep_alive: bool) -> String {
+fn head(
+    code: u16,
+    content_type: &str,
+    headers: &[(&'static str, String)],
+    keep_alive: bool,
+) -> String {
     let mut h = format!(
         "HTTP/1.1 {code} {}\r\nContent-Type: {content_type}\r\nCache-Control: no-cache, private\r\n",
         reason_phrase(code)

@@ -261,7 +261,12 @@ impl TestServer {
     }
 
     /// The stored object, if any.
-    pub fn get_object(&self, kind_plural: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+    pub fn get_object(
+        &self,
+        kind_plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
         let kind = kinds::by_plural(kind_plural)?;
         self.shared
             .store
@@ -281,7 +286,12 @@ impl TestServer {
     }
 
     /// Deletes an object as a client would without preconditions; returns what was deleted.
-    pub fn delete_object(&self, kind_plural: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+    pub fn delete_object(
+        &self,
+        kind_plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
         let kind = kinds::by_plural(kind_plural)?;
         self.shared
             .store

@@ -46,10 +46,16 @@ pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String
     let ops = patch.as_array().ok_or("a JSON patch must be an array")?;
     for op in ops {
         let kind = op.get("op").and_then(Value::as_str).unwrap_or("");
-        let path = op.get("path").and_then(Value::as_str).ok_or("op without path")?;
+        let path = op
+            .get("path")
+            .and_then(Value::as_str)
+            .ok_or("op without path")?;
         let value = op.get("value").cloned();
         let (parent_path, last) = match path.rfind('/') {
-            Some(i) => (&path[..i], path[i + 1..].replace("~1", "/").replace("~0", "~")),
+            Some(i) => (
+                &path[..i],
+                path[i + 1..].replace("~1", "/").replace("~0", "~"),
+            ),
             None => return Err(format!("bad path {path:?}")),
         };
         match kind {
@@ -76,7 +82,8 @@ pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String
                         let idx = if last == "-" {
                             a.len()
                         } else {
-                            last.parse::<usize>().map_err(|_| format!("bad index {last:?}"))?
+                            last.parse::<usize>()
+                                .map_err(|_| format!("bad index {last:?}"))?
                         };
                         if kind == "remove" || kind == "replace" {
                             if idx >= a.len() {

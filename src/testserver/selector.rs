@@ -41,10 +41,7 @@ impl Selector {
                     return Err(format!("invalid field selector {part:?}"));
                 };
                 if !matches!(key.trim(), "metadata.name" | "metadata.namespace") {
-                    return Err(format!(
-                        "field label not supported: {}",
-                        key.trim()
-                    ));
+                    return Err(format!("field label not supported: {}", key.trim()));
                 }
                 sel.fields
                     .push((key.trim().to_string(), value.trim().to_string(), eq));

@@ -146,7 +146,9 @@ fn check_type(kind: &Kind, obj: &mut Value) -> Result<(), ApiErr> {
             )))
         }
     }
-    if m.get("metadata").is_some_and(|v| !v.is_object() && !v.is_null()) {
+    if m.get("metadata")
+        .is_some_and(|v| !v.is_object() && !v.is_null())
+    {
         return Err(errors::bad_request("metadata must be an object"));
     }
     Ok(())
@@ -291,7 +293,12 @@ impl Store {
 
     /// Stores `obj` as given (no validation), creating or replacing; server fields are filled
     /// only when missing.
-    pub(crate) fn seed(&self, kind: &'static Kind, ns: &str, mut obj: Value) -> Result<Arc<Value>, ApiErr> {
+    pub(crate) fn seed(
+        &self,
+        kind: &'static Kind,
+        ns: &str,
+        mut obj: Value,
+    ) -> Result<Arc<Value>, ApiErr> {
         check_type(kind, &mut obj)?;
         let name = obj
             .pointer("/metadata/name")
@@ -386,7 +393,12 @@ impl Store {
             }
         } else {
             let meta = meta_mut(&mut new);
-            for k in ["uid", "creationTimestamp", "deletionTimestamp", "generation"] {
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "generation",
+            ] {
                 match cur.pointer(&format!("/metadata/{k}")) {
                     Some(v) => meta.insert(k.to_string(), v.clone()),
                     None => meta.remove(k),
@@ -585,10 +597,7 @@ impl Store {
                     id
                 }
             };
-            (
-                Some(encode_continue(rv, id, end)),
-                Some(items.len() - end),
-            )
+            (Some(encode_continue(rv, id, end)), Some(items.len() - end))
         } else {
             (None, None)
         };
@@ -666,7 +675,9 @@ fn encode_continue(rv: u64, snap: u64, offset: usize) -> String {
 
 fn decode_continue(tok: &str) -> Result<(u64, usize), ApiErr> {
     use base64::Engine as _;
-    let bad = || errors::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    let bad = || {
+        errors::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    };
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(tok.trim_end_matches('='))
         .map_err(|_| bad())?;

@@ -5,7 +5,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Formats `t` as RFC 3339 UTC with second precision, as Kubernetes writes timestamps.
 pub(crate) fn rfc3339(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);

@@ -111,7 +111,11 @@ pub(crate) fn validate_apiservice(obj: &Value) -> Result<Vec<FieldError>, String
         }
     }
     for m in dns1035_label(&spec.version) {
-        errs.push(FieldError::invalid("spec.version", &json!(spec.version), &m));
+        errs.push(FieldError::invalid(
+            "spec.version",
+            &json!(spec.version),
+            &m,
+        ));
     }
     if spec.group_priority_minimum <= 0 || spec.group_priority_minimum > 20000 {
         errs.push(FieldError::invalid(
@@ -179,7 +183,10 @@ pub(crate) fn validate_lease(obj: &Value) -> Result<Vec<FieldError>, String> {
             "name or generateName is required",
         ));
     }
-    for m in dns1123_subdomain(name).into_iter().filter(|_| !name.is_empty()) {
+    for m in dns1123_subdomain(name)
+        .into_iter()
+        .filter(|_| !name.is_empty())
+    {
         errs.push(FieldError::invalid("metadata.name", &json!(name), &m));
     }
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
@@ -242,7 +249,11 @@ mod tests {
         assert_eq!(
             fields(json!({"metadata": {"name": "v2."}, "spec": {
                 "version": "v2", "groupPriorityMinimum": 0, "versionPriority": 1001}})),
-            ["spec.group", "spec.groupPriorityMinimum", "spec.versionPriority"]
+            [
+                "spec.group",
+                "spec.groupPriorityMinimum",
+                "spec.versionPriority"
+            ]
         );
         assert_eq!(
             fields(json!({"metadata": {"name": "x"}, "spec": {
