@@ -7,7 +7,7 @@ use super::kinds::Kind;
 /// An error answer: HTTP code plus its Status body.
 #[derive(Debug, Clone)]
 pub(crate) struct ApiErr {
-    pub(crate) status: Status,
+    pub(crate) status: Box<Status>,
     /// `Retry-After` seconds for 429/5xx answers.
     pub(crate) retry_after: Option<u32>,
 }
@@ -36,7 +36,7 @@ fn plain(code: u16, reason: &str, message: impl Into<String>) -> ApiErr {
         .extra
         .insert("metadata".into(), serde_json::json!({}));
     ApiErr {
-        status,
+        status: Box::new(status),
         retry_after: None,
     }
 }
@@ -58,7 +58,7 @@ pub(crate) fn not_found(kind: &Kind, name: &str) -> ApiErr {
         format!("{} \"{name}\" not found", qualified(kind)),
     );
     ApiErr {
-        status: with_details(s, name, kind.group, kind.plural),
+        status: Box::new(with_details(s, name, kind.group, kind.plural)),
         retry_after: None,
     }
 }
@@ -71,7 +71,7 @@ pub(crate) fn already_exists(kind: &Kind, name: &str) -> ApiErr {
         format!("{} \"{name}\" already exists", qualified(kind)),
     );
     ApiErr {
-        status: with_details(s, name, kind.group, kind.plural),
+        status: Box::new(with_details(s, name, kind.group, kind.plural)),
         retry_after: None,
     }
 }
@@ -87,7 +87,7 @@ pub(crate) fn conflict(kind: &Kind, name: &str, detail: &str) -> ApiErr {
         ),
     );
     ApiErr {
-        status: with_details(s, name, kind.group, kind.plural),
+        status: Box::new(with_details(s, name, kind.group, kind.plural)),
         retry_after: None,
     }
 }
@@ -169,7 +169,7 @@ pub(crate) fn invalid(kind: &Kind, name: &str, errs: &[FieldError]) -> ApiErr {
             .collect();
     }
     ApiErr {
-        status: s,
+        status: Box::new(s),
         retry_after: None,
     }
 }

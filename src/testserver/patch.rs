@@ -22,25 +22,6 @@ pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn rfc7386_examples() {
-        let mut t = json!({"a": "b", "c": {"d": "e", "f": "g"}});
-        merge_patch(&mut t, &json!({"a": "z", "c": {"f": null}}));
-        assert_eq!(t, json!({"a": "z", "c": {"d": "e"}}));
-        let mut t = json!({"a": ["b"]});
-        merge_patch(&mut t, &json!({"a": "c"}));
-        assert_eq!(t, json!({"a": "c"}));
-        let mut t = json!({"a": "foo"});
-        merge_patch(&mut t, &json!({"b": {"c": null}}));
-        assert_eq!(t, json!({"a": "foo", "b": {}}));
-    }
-}
-
 /// Applies an RFC 6902 JSON patch (add, remove, replace, test; enough for `kubectl patch --type json`).
 pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
     let ops = patch.as_array().ok_or("a JSON patch must be an array")?;
@@ -105,4 +86,40 @@ pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rfc7386_examples() {
+        let mut t = json!({"a": "b", "c": {"d": "e", "f": "g"}});
+        merge_patch(&mut t, &json!({"a": "z", "c": {"f": null}}));
+        assert_eq!(t, json!({"a": "z", "c": {"d": "e"}}));
+        let mut t = json!({"a": ["b"]});
+        merge_patch(&mut t, &json!({"a": "c"}));
+        assert_eq!(t, json!({"a": "c"}));
+        let mut t = json!({"a": "foo"});
+        merge_patch(&mut t, &json!({"b": {"c": null}}));
+        assert_eq!(t, json!({"a": "foo", "b": {}}));
+    }
+
+    #[test]
+    fn json_patch_ops() {
+        let mut t = json!({"a": {"b": 1}, "l": [1, 2]});
+        json_patch(
+            &mut t,
+            &json!([
+                {"op": "replace", "path": "/a/b", "value": 2},
+                {"op": "add", "path": "/l/-", "value": 3},
+                {"op": "remove", "path": "/l/0"},
+                {"op": "test", "path": "/a/b", "value": 2}
+            ]),
+        )
+        .unwrap();
+        assert_eq!(t, json!({"a": {"b": 2}, "l": [2, 3]}));
+        assert!(json_patch(&mut t, &json!([{"op": "test", "path": "/a/b", "value": 9}])).is_err());
+    }
 }
