@@ -1,6 +1,119 @@
 //! The test API server as a process, for the demo and for tools outside the repo.
+//!
+//! ```text
+//! autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR]
+//!                         [--token TOKEN] [--history N]
+//! ```
+//!
+//! Prints its URL as the first line of stdout once it accepts connections and serves until
+//! SIGTERM/SIGINT. Faults, the request log and seeding are under `/_testserver/`.
 
-fn main() {
-    eprintln!("not yet");
-    std::process::exit(2);
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use autoregister::testserver::TestServer;
+
+const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--token TOKEN] [--history N]";
+
+struct Args {
+    addr: String,
+    kubeconfig_out: Option<PathBuf>,
+    tls_dir: Option<PathBuf>,
+    token: Option<String>,
+    history: Option<usize>,
+}
+
+fn parse_args() -> Result<Args, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut args = Args {
+        addr: "127.0.0.1:0".into(),
+        kubeconfig_out: None,
+        tls_dir: None,
+        token: None,
+        history: None,
+    };
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("addr") => args.addr = parser.value()?.string()?,
+            Long("kubeconfig-out") => args.kubeconfig_out = Some(parser.value()?.into()),
+            Long("tls-dir") => args.tls_dir = Some(parser.value()?.into()),
+            Long("token") => args.token = Some(parser.value()?.string()?),
+            Long("history") => args.history = Some(parser.value()?.parse()?),
+            Long("help") | Short('h') => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("autoregister-testserver: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    // Register the signals before serving so an early SIGTERM is not lost.
+    let mut signals = match signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("autoregister-testserver: cannot handle signals: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut builder = TestServer::builder()
+        .addr(args.addr.clone())
+        .tls(args.tls_dir.is_some());
+    if let Some(t) = &args.token {
+        builder = builder.token(t.clone());
+    }
+    if let Some(h) = args.history {
+        builder = builder.history(h);
+    }
+    let server = match builder.start() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "autoregister-testserver: cannot serve on {}: {e}",
+                args.addr
+            );
+            return ExitCode::from(1);
+        }
+    };
+    if let (Some(dir), Some(ca)) = (&args.tls_dir, server.ca_pem()) {
+        let path = dir.join("ca.crt");
+        if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, ca)) {
+            eprintln!(
+                "autoregister-testserver: cannot write {}: {e}",
+                path.display()
+            );
+            return ExitCode::from(1);
+        }
+    }
+    if let Some(path) = &args.kubeconfig_out {
+        if let Err(e) = server.write_kubeconfig(path) {
+            eprintln!(
+                "autoregister-testserver: cannot write {}: {e}",
+                path.display()
+            );
+            return ExitCode::from(1);
+        }
+    }
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "{}", server.url());
+    let _ = out.flush();
+    if let Some(sig) = signals.forever().next() {
+        eprintln!("autoregister-testserver: signal {sig}, stopping");
+    }
+    server.shutdown();
+    ExitCode::SUCCESS
 }

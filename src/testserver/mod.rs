@@ -1,1 +1,339 @@
 //! An in-process Kubernetes API server with real semantics, for tests, benchmarks and the demo.
+//!
+//! Serves `apiregistration.k8s.io/v1` APIServices and `coordination.k8s.io/v1` Leases over
+//! HTTP/1.1 (optionally TLS) on loopback, one thread per connection, with the real server's
+//! resourceVersion, validation, pagination and watch semantics, plus fault injection and a
+//! request log. See [`TestServer`].
+
+mod admin;
+mod discovery;
+mod errors;
+mod faults;
+mod http;
+mod kinds;
+mod patch;
+mod requestlog;
+mod rest;
+mod selector;
+mod server;
+mod store;
+mod tls;
+mod util;
+mod validation;
+mod watch;
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+
+pub use faults::{Faults, DEFAULT_RETRY_AFTER};
+pub use requestlog::{RequestRecord, DEFAULT_LOG_CAPACITY};
+pub use store::RvChange;
+
+use server::Shared;
+
+/// Events kept for watch replay unless set otherwise.
+pub const DEFAULT_HISTORY: usize = 1000;
+/// Interval of BOOKMARK events unless set otherwise (the real server sends one about every
+/// minute; tests want to see them quickly).
+pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A running test API server; stops on [`shutdown`](TestServer::shutdown) or drop.
+pub struct TestServer {
+    shared: Arc<Shared>,
+    url: String,
+    ca_pem: Option<Vec<u8>>,
+    token: Option<String>,
+    accept: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Options for [`TestServer`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    addr: String,
+    tls: bool,
+    token: Option<String>,
+    history: usize,
+    bookmark_interval: Duration,
+    log_capacity: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            addr: "127.0.0.1:0".into(),
+            tls: false,
+            token: None,
+            history: DEFAULT_HISTORY,
+            bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            log_capacity: DEFAULT_LOG_CAPACITY,
+        }
+    }
+}
+
+impl Builder {
+    /// Listen address; port 0 picks a free port (default `127.0.0.1:0`).
+    pub fn addr(mut self, addr: impl Into<String>) -> Self {
+        self.addr = addr.into();
+        self
+    }
+
+    /// Serve HTTPS with a generated CA and certificate for 127.0.0.1/localhost.
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
+    /// Require `Authorization: Bearer <token>` on API requests (401 otherwise).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Events kept for watch replay; older resourceVersions get 410 Expired.
+    pub fn history(mut self, events: usize) -> Self {
+        self.history = events;
+        self
+    }
+
+    /// Interval between BOOKMARK events on watches that allow them.
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.bookmark_interval = d;
+        self
+    }
+
+    /// Most request records kept (counters are unbounded).
+    pub fn log_capacity(mut self, n: usize) -> Self {
+        self.log_capacity = n;
+        self
+    }
+
+    /// Binds and starts serving; returns once connections are accepted.
+    pub fn start(self) -> std::io::Result<TestServer> {
+        let listener = TcpListener::bind(&self.addr)?;
+        let addr = listener.local_addr()?;
+        let tls = if self.tls {
+            Some(tls::generate()?)
+        } else {
+            None
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{addr}");
+        let shared = Arc::new(Shared::new(
+            store::Store::new(self.history),
+            requestlog::RequestLog::new(self.log_capacity),
+            self.token.clone(),
+            tls.as_ref().map(|t| t.config.clone()),
+            addr,
+            self.bookmark_interval,
+        ));
+        let s = shared.clone();
+        let accept = std::thread::Builder::new()
+            .name("testserver-accept".into())
+            .spawn(move || server::accept_loop(s, listener))?;
+        Ok(TestServer {
+            shared,
+            url,
+            ca_pem: tls.map(|t| t.ca_pem),
+            token: self.token,
+            accept: Mutex::new(Some(accept)),
+        })
+    }
+}
+
+impl TestServer {
+    /// A plain-HTTP server on `127.0.0.1:0` with default options.
+    ///
+    /// Panics when loopback cannot be bound (a broken test machine).
+    pub fn start() -> TestServer {
+        match Builder::default().start() {
+            Ok(s) => s,
+            Err(e) => panic!("cannot start the test API server: {e}"),
+        }
+    }
+
+    /// Options for a server.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The CA certificate (PEM) to trust, when serving TLS.
+    pub fn ca_pem(&self) -> Option<Vec<u8>> {
+        self.ca_pem.clone()
+    }
+
+    /// The bearer token required, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// A client configuration for this server: URL, CA, token, and no client-side rate limit.
+    pub fn client_config(&self) -> crate::client::Config {
+        let mut c = crate::client::Config::new(self.url.clone());
+        c.tls.ca_pem = self.ca_pem.clone();
+        if let Some(t) = &self.token {
+            c.auth = crate::client::AuthConfig::Token(t.clone());
+        }
+        c.qps = 0.0;
+        c.origin = format!("test server {}", self.url);
+        c
+    }
+
+    /// Writes a kubeconfig (cluster, user, context `testserver`) pointing at this server.
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig())
+    }
+
+    /// The kubeconfig text [`write_kubeconfig`](Self::write_kubeconfig) writes.
+    pub fn kubeconfig(&self) -> String {
+        use base64::Engine as _;
+        let mut cluster = format!("    server: {}\n", self.url);
+        if let Some(ca) = &self.ca_pem {
+            cluster.push_str(&format!(
+                "    certificate-authority-data: {}\n",
+                base64::engine::general_purpose::STANDARD.encode(ca)
+            ));
+        }
+        let user = match &self.token {
+            Some(t) => format!("    token: {t}\n"),
+            None => "    {}\n".to_string(),
+        };
+        let user = if self.token.is_some() {
+            format!("  user:\n{user}")
+        } else {
+            "  user: {}\n".to_string()
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: testserver\n  cluster:\n{cluster}users:\n- name: testserver\n{user}contexts:\n- name: testserver\n  context:\n    cluster: testserver\n    user: testserver\ncurrent-context: testserver\n"
+        )
+    }
+
+    /// Every request answered (oldest first), admin requests excluded.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.log.records()
+    }
+
+    /// Forgets the request log and the counters.
+    pub fn clear_requests(&self) {
+        self.shared.log.clear();
+    }
+
+    /// Requests of `verb` (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `discovery`) since the last clear.
+    pub fn count(&self, verb: &str) -> usize {
+        self.shared.log.count(verb)
+    }
+
+    /// Every per-verb counter.
+    pub fn counts(&self) -> HashMap<String, usize> {
+        self.shared.log.counts()
+    }
+
+    /// Stores `obj` as given, bypassing validation (creates or replaces; the server fills
+    /// resourceVersion, and uid/creationTimestamp/generation when missing). Watches see it.
+    ///
+    /// Panics on an unknown `kind_plural` or an object without a name (a broken test).
+    pub fn seed(&self, kind_plural: &str, namespace: Option<&str>, obj: Value) -> Value {
+        let Some(kind) = kinds::by_plural(kind_plural) else {
+            panic!("seed: unknown resource {kind_plural:?}");
+        };
+        match self.shared.store.seed(kind, namespace.unwrap_or(""), obj) {
+            Ok(o) => (*o).clone(),
+            Err(e) => panic!("seed: {:?}", e.status.message),
+        }
+    }
+
+    /// The stored object, if any.
+    pub fn get_object(
+        &self,
+        kind_plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let kind = kinds::by_plural(kind_plural)?;
+        self.shared
+            .store
+            .get(kind, namespace.unwrap_or(""), name)
+            .ok()
+            .map(|o| (*o).clone())
+    }
+
+    /// Every stored object of a kind (in one namespace, or all), in key order.
+    pub fn list_objects(&self, kind_plural: &str, namespace: Option<&str>) -> Vec<Value> {
+        let st = self.shared.store.state.lock();
+        st.objects
+            .iter()
+            .filter(|((p, ns, _), _)| *p == kind_plural && namespace.map_or(true, |n| n == ns))
+            .map(|(_, o)| (**o).clone())
+            .collect()
+    }
+
+    /// Deletes an object as a client would without preconditions; returns what was deleted.
+    pub fn delete_object(
+        &self,
+        kind_plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let kind = kinds::by_plural(kind_plural)?;
+        self.shared
+            .store
+            .delete(kind, namespace.unwrap_or(""), name, &Default::default())
+            .ok()
+            .map(|o| (*o).clone())
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.store.current_rv()
+    }
+
+    /// Fault injection.
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+
+    /// Drops every connection (watches included) and keeps the data, as an API server restart
+    /// does; `rv` can move the resourceVersion forward or back.
+    pub fn restart(&self, rv: RvChange) {
+        self.shared.restart(rv);
+    }
+
+    /// Stops accepting, drops every connection, ends watches and joins every thread. Idempotent.
+    pub fn shutdown(&self) {
+        let Some(accept) = self.accept.lock().take() else {
+            return;
+        };
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        // Wake the blocking accept() with one last connection.
+        let _ = TcpStream::connect_timeout(&self.shared.addr, Duration::from_secs(1));
+        let _ = accept.join();
+        self.shared.store.shutdown();
+        self.shared.faults.wake();
+        self.shared.drop_connections();
+        self.shared.join_connections();
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

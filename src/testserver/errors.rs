@@ -1,0 +1,281 @@
+//! `Status` answers, worded as the real API server words them.
+
+use crate::api::{Status, StatusCause, StatusDetails};
+
+use super::kinds::Kind;
+
+/// An error answer: HTTP code plus its Status body.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiErr {
+    pub(crate) status: Box<Status>,
+    /// `Retry-After` seconds for 429/5xx answers.
+    pub(crate) retry_after: Option<u32>,
+}
+
+impl ApiErr {
+    /// The HTTP code.
+    pub(crate) fn code(&self) -> u16 {
+        self.status.code.unwrap_or(500)
+    }
+}
+
+fn with_details(mut s: Status, name: &str, group: &str, kind: &str) -> Status {
+    s.details = Some(StatusDetails {
+        name: (!name.is_empty()).then(|| name.to_string()),
+        group: (!group.is_empty()).then(|| group.to_string()),
+        kind: Some(kind.to_string()),
+        ..Default::default()
+    });
+    s.extra.insert("metadata".into(), serde_json::json!({}));
+    s
+}
+
+fn plain(code: u16, reason: &str, message: impl Into<String>) -> ApiErr {
+    let mut status = Status::failure(code, reason, message);
+    status
+        .extra
+        .insert("metadata".into(), serde_json::json!({}));
+    ApiErr {
+        status: Box::new(status),
+        retry_after: None,
+    }
+}
+
+/// `apiservices.apiregistration.k8s.io`, the qualified resource used in messages.
+fn qualified(kind: &Kind) -> String {
+    if kind.group.is_empty() {
+        kind.plural.to_string()
+    } else {
+        format!("{}.{}", kind.plural, kind.group)
+    }
+}
+
+/// 404 NotFound for `name`.
+pub(crate) fn not_found(kind: &Kind, name: &str) -> ApiErr {
+    let s = Status::failure(
+        404,
+        "NotFound",
+        format!("{} \"{name}\" not found", qualified(kind)),
+    );
+    ApiErr {
+        status: Box::new(with_details(s, name, kind.group, kind.plural)),
+        retry_after: None,
+    }
+}
+
+/// 409 AlreadyExists for `name`.
+pub(crate) fn already_exists(kind: &Kind, name: &str) -> ApiErr {
+    let s = Status::failure(
+        409,
+        "AlreadyExists",
+        format!("{} \"{name}\" already exists", qualified(kind)),
+    );
+    ApiErr {
+        status: Box::new(with_details(s, name, kind.group, kind.plural)),
+        retry_after: None,
+    }
+}
+
+/// 409 Conflict: `detail` says why (stale resourceVersion, failed precondition).
+pub(crate) fn conflict(kind: &Kind, name: &str, detail: &str) -> ApiErr {
+    let s = Status::failure(
+        409,
+        "Conflict",
+        format!(
+            "Operation cannot be fulfilled on {} \"{name}\": {detail}",
+            qualified(kind)
+        ),
+    );
+    ApiErr {
+        status: Box::new(with_details(s, name, kind.group, kind.plural)),
+        retry_after: None,
+    }
+}
+
+/// The Conflict detail of an update with a stale resourceVersion.
+pub(crate) const MODIFIED: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// One field error, as `field.Error` in apimachinery.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FieldError {
+    /// `FieldValueRequired`, `FieldValueInvalid`, …
+    pub(crate) reason: &'static str,
+    /// JSON path, e.g. `spec.group`.
+    pub(crate) field: String,
+    /// Text after the field, e.g. `Invalid value: "x": must be ...`.
+    pub(crate) message: String,
+}
+
+impl FieldError {
+    /// `field.Required`.
+    pub(crate) fn required(field: &str, detail: &str) -> Self {
+        let message = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
+        FieldError {
+            reason: "FieldValueRequired",
+            field: field.to_string(),
+            message,
+        }
+    }
+
+    /// `field.Invalid`; `value` is rendered as Go's `%#v` would for strings, numbers and bools.
+    pub(crate) fn invalid(field: &str, value: &serde_json::Value, detail: &str) -> Self {
+        let shown = match value {
+            serde_json::Value::String(s) => format!("{s:?}"),
+            other => other.to_string(),
+        };
+        FieldError {
+            reason: "FieldValueInvalid",
+            field: field.to_string(),
+            message: format!("Invalid value: {shown}: {detail}"),
+        }
+    }
+}
+
+/// 422 Invalid with one cause per field error.
+pub(crate) fn invalid(kind: &Kind, name: &str, errs: &[FieldError]) -> ApiErr {
+    let parts: Vec<String> = errs
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.message))
+        .collect();
+    let list = if parts.len() == 1 {
+        parts[0].clone()
+    } else {
+        format!("[{}]", parts.join(", "))
+    };
+    let qualified_kind = if kind.group.is_empty() {
+        kind.kind.to_string()
+    } else {
+        format!("{}.{}", kind.kind, kind.group)
+    };
+    let mut s = Status::failure(
+        422,
+        "Invalid",
+        format!("{qualified_kind} \"{name}\" is invalid: {list}"),
+    );
+    s = with_details(s, name, kind.group, kind.kind);
+    if let Some(d) = s.details.as_mut() {
+        d.causes = errs
+            .iter()
+            .map(|e| StatusCause {
+                reason: Some(e.reason.to_string()),
+                message: Some(e.message.clone()),
+                field: Some(e.field.clone()),
+            })
+            .collect();
+    }
+    ApiErr {
+        status: Box::new(s),
+        retry_after: None,
+    }
+}
+
+/// 400 BadRequest.
+pub(crate) fn bad_request(message: impl Into<String>) -> ApiErr {
+    plain(400, "BadRequest", message)
+}
+
+/// 401 Unauthorized.
+pub(crate) fn unauthorized() -> ApiErr {
+    plain(401, "Unauthorized", "Unauthorized")
+}
+
+/// 404 for a path that serves nothing.
+pub(crate) fn path_not_found() -> ApiErr {
+    plain(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+}
+
+/// 405 MethodNotAllowed.
+pub(crate) fn method_not_allowed(method: &str) -> ApiErr {
+    plain(
+        405,
+        "MethodNotAllowed",
+        format!("the server does not allow this method on the requested resource ({method})"),
+    )
+}
+
+/// 415 UnsupportedMediaType.
+pub(crate) fn unsupported_media_type(ct: &str) -> ApiErr {
+    plain(
+        415,
+        "UnsupportedMediaType",
+        format!("the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?})"),
+    )
+}
+
+/// 410 Expired: the resourceVersion is older than the history kept.
+pub(crate) fn expired(message: impl Into<String>) -> ApiErr {
+    plain(410, "Expired", message)
+}
+
+/// 504 "Too large resource version", as the watch cache answers a resourceVersion from the future.
+pub(crate) fn too_large_rv(requested: u64, current: u64) -> ApiErr {
+    let mut e = plain(
+        504,
+        "Timeout",
+        format!("Too large resource version: {requested}, current: {current}"),
+    );
+    e.status.details = Some(StatusDetails {
+        causes: vec![StatusCause {
+            reason: Some("ResourceVersionTooLarge".into()),
+            message: Some("Too large resource version".into()),
+            field: None,
+        }],
+        retry_after_seconds: Some(1),
+        ..Default::default()
+    });
+    e.retry_after = Some(1);
+    e
+}
+
+/// 500 InternalError.
+pub(crate) fn internal(message: impl Into<String>) -> ApiErr {
+    let message = message.into();
+    plain(
+        500,
+        "InternalError",
+        format!("Internal error occurred: {message}"),
+    )
+}
+
+/// An injected failure: 429 TooManyRequests with Retry-After, or 5xx.
+pub(crate) fn injected(code: u16, retry_after: u32) -> ApiErr {
+    let mut e = match code {
+        429 => plain(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        ),
+        503 => plain(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request (injected)",
+        ),
+        504 => plain(
+            504,
+            "Timeout",
+            "the server was unable to return a response in the time allotted (injected)",
+        ),
+        c => plain(
+            c,
+            if c == 500 { "InternalError" } else { "Unknown" },
+            "Internal error occurred: injected failure",
+        ),
+    };
+    if code == 429 || code == 503 {
+        e.retry_after = Some(retry_after);
+        e.status.details = Some(StatusDetails {
+            retry_after_seconds: Some(retry_after),
+            ..Default::default()
+        });
+    }
+    e
+}

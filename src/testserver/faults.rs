@@ -1,0 +1,173 @@
+//! Fault injection: latency, failing requests, watch cuts, forced 410s, cut bodies, pause.
+
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::util;
+
+/// Programmable faults; every setter takes effect for the next request.
+#[derive(Default)]
+pub struct Faults {
+    state: Mutex<FaultState>,
+    resumed: Condvar,
+}
+
+#[derive(Default, Clone)]
+struct FaultState {
+    latency: Duration,
+    fail_next: Vec<FailNext>,
+    fail_fraction: f64,
+    fail_fraction_code: u16,
+    retry_after: Option<u32>,
+    close_watches_after: Option<Duration>,
+    expire_next_watches: usize,
+    cut_next_responses: usize,
+    paused: bool,
+}
+
+#[derive(Clone)]
+struct FailNext {
+    count: usize,
+    code: u16,
+    verb: Option<String>,
+}
+
+/// Seconds of `Retry-After` sent with injected 429/503 answers unless set otherwise.
+pub const DEFAULT_RETRY_AFTER: u32 = 1;
+
+impl Faults {
+    /// Adds `d` before every answer (0 turns it off).
+    pub fn set_latency(&self, d: Duration) {
+        self.state.lock().latency = d;
+    }
+
+    /// Fails the next `count` API requests with `code` (500, 429 with Retry-After, 503, ...).
+    pub fn fail_next(&self, count: usize, code: u16) {
+        self.fail_next_verb(None, count, code);
+    }
+
+    /// Like [`fail_next`](Self::fail_next) but only for one verb (`get`, `list`, `watch`,
+    /// `create`, `update`, `patch`, `delete`); other requests pass.
+    pub fn fail_next_verb(&self, verb: Option<&str>, count: usize, code: u16) {
+        self.state.lock().fail_next.push(FailNext {
+            count,
+            code,
+            verb: verb.map(str::to_string),
+        });
+    }
+
+    /// Fails this fraction (0.0..=1.0) of API requests with `code`, at random.
+    pub fn fail_fraction(&self, fraction: f64, code: u16) {
+        let mut s = self.state.lock();
+        s.fail_fraction = fraction.clamp(0.0, 1.0);
+        s.fail_fraction_code = code;
+    }
+
+    /// The `Retry-After` seconds sent with injected 429/503 answers.
+    pub fn set_retry_after(&self, secs: u32) {
+        self.state.lock().retry_after = Some(secs);
+    }
+
+    /// Ends every watch stream (cleanly) this long after it started; `None` turns it off.
+    pub fn close_watches_after(&self, d: Option<Duration>) {
+        self.state.lock().close_watches_after = d;
+    }
+
+    /// The next watch that names a resourceVersion gets an ERROR event with 410 Expired.
+    pub fn expire_next_watch(&self) {
+        self.state.lock().expire_next_watches += 1;
+    }
+
+    /// The next API answer stops half way through its body and the connection is dropped.
+    pub fn cut_next_response(&self) {
+        self.state.lock().cut_next_responses += 1;
+    }
+
+    /// Accepts connections and reads requests but answers nothing until [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.state.lock().paused = true;
+    }
+
+    /// Answers again; held requests proceed.
+    pub fn resume(&self) {
+        self.state.lock().paused = false;
+        self.resumed.notify_all();
+    }
+
+    /// Whether the server is paused.
+    pub fn is_paused(&self) -> bool {
+        self.state.lock().paused
+    }
+
+    /// Turns every fault off (and resumes).
+    pub fn clear(&self) {
+        *self.state.lock() = FaultState::default();
+        self.resumed.notify_all();
+    }
+
+    /// Blocks while paused; returns early when `stop()` says the connection must go.
+    pub(crate) fn wait_unpaused(&self, stop: impl Fn() -> bool) {
+        let mut s = self.state.lock();
+        while s.paused && !stop() {
+            self.resumed.wait_for(&mut s, Duration::from_millis(50));
+        }
+    }
+
+    /// Wakes paused connections so they notice a restart or shutdown.
+    pub(crate) fn wake(&self) {
+        self.resumed.notify_all();
+    }
+
+    /// The latency to add.
+    pub(crate) fn latency(&self) -> Duration {
+        self.state.lock().latency
+    }
+
+    /// An injected failure for this request, as (code, Retry-After seconds), if any.
+    pub(crate) fn take_failure(&self, verb: &str) -> Option<(u16, u32)> {
+        let mut s = self.state.lock();
+        let retry = s.retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
+        if let Some(i) = s
+            .fail_next
+            .iter()
+            .position(|f| f.count > 0 && f.verb.as_deref().map_or(true, |v| v == verb))
+        {
+            let code = s.fail_next[i].code;
+            s.fail_next[i].count -= 1;
+            s.fail_next.retain(|f| f.count > 0);
+            return Some((code, retry));
+        }
+        if s.fail_fraction > 0.0 && util::random_f64() < s.fail_fraction {
+            return Some((s.fail_fraction_code, retry));
+        }
+        None
+    }
+
+    /// Whether this answer must be cut mid-body (consumes the fault).
+    pub(crate) fn take_cut(&self) -> bool {
+        let mut s = self.state.lock();
+        if s.cut_next_responses > 0 {
+            s.cut_next_responses -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Whether this watch must be answered 410 (consumes the fault).
+    pub(crate) fn take_expire(&self) -> bool {
+        let mut s = self.state.lock();
+        if s.expire_next_watches > 0 {
+            s.expire_next_watches -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// How long watches may run before the server closes them.
+    pub(crate) fn watch_limit(&self) -> Option<Duration> {
+        self.state.lock().close_watches_after
+    }
+}

@@ -1,0 +1,84 @@
+//! The kinds the server stores, registered once: group, version, names, scope, validation.
+
+use serde_json::Value;
+
+use super::errors::FieldError;
+use super::validation;
+
+/// Validation hook: `Err` is a decode failure (400), `Ok(errors)` field errors (422 when any).
+pub(crate) type Validate = fn(&Value) -> Result<Vec<FieldError>, String>;
+
+/// Everything the server needs to serve one kind.
+pub(crate) struct Kind {
+    pub(crate) group: &'static str,
+    pub(crate) version: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) plural: &'static str,
+    pub(crate) singular: &'static str,
+    pub(crate) namespaced: bool,
+    /// Status lives in a `/status` subresource: the main resource ignores status changes.
+    pub(crate) status_subresource: bool,
+    pub(crate) categories: &'static [&'static str],
+    pub(crate) short_names: &'static [&'static str],
+    /// Fills server-side defaults (e.g. service port 443) before validation.
+    pub(crate) default: fn(&mut Value),
+    pub(crate) validate: Validate,
+}
+
+impl Kind {
+    /// `group/version` or `version` for the core group.
+    pub(crate) fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `<Kind>List`.
+    pub(crate) fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+}
+
+/// Every kind served, in discovery order.
+pub(crate) static KINDS: &[Kind] = &[
+    Kind {
+        group: "apiregistration.k8s.io",
+        version: "v1",
+        kind: "APIService",
+        plural: "apiservices",
+        singular: "apiservice",
+        namespaced: false,
+        status_subresource: true,
+        categories: &["api-extensions"],
+        short_names: &[],
+        default: validation::default_apiservice,
+        validate: validation::validate_apiservice,
+    },
+    Kind {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        singular: "lease",
+        namespaced: true,
+        status_subresource: false,
+        categories: &[],
+        short_names: &[],
+        default: |_| {},
+        validate: validation::validate_lease,
+    },
+];
+
+/// The kind served at `/apis/<group>/<version>/<plural>`.
+pub(crate) fn find(group: &str, version: &str, plural: &str) -> Option<&'static Kind> {
+    KINDS
+        .iter()
+        .find(|k| k.group == group && k.version == version && k.plural == plural)
+}
+
+/// The kind with this plural name (seeding, admin endpoint).
+pub(crate) fn by_plural(plural: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.plural == plural)
+}

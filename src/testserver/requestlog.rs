@@ -1,0 +1,98 @@
+//! The request log: what clients asked and what they were answered, like client-go's fake `Actions()`.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Most records kept; older ones are dropped (counters keep counting).
+pub const DEFAULT_LOG_CAPACITY: usize = 100_000;
+
+/// One request the server answered.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestRecord {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, or `discovery`/`other`.
+    pub verb: String,
+    /// HTTP method.
+    pub method: String,
+    /// URL path.
+    pub path: String,
+    /// Raw query string.
+    pub query: String,
+    /// Resource plural, e.g. `apiservices`, when the path names one.
+    pub resource: Option<String>,
+    /// Subresource, e.g. `status`.
+    pub subresource: Option<String>,
+    /// Namespace from the path.
+    pub namespace: Option<String>,
+    /// Object name from the path (or the created object's name).
+    pub name: Option<String>,
+    /// HTTP status code answered (200 for a watch that started).
+    pub code: u16,
+    /// When the request arrived.
+    #[serde(serialize_with = "ser_time")]
+    pub time: SystemTime,
+    /// The request body as JSON, when there was one (e.g. DeleteOptions with preconditions).
+    pub body: Option<Value>,
+}
+
+fn ser_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&super::util::rfc3339(*t))
+}
+
+/// The log and per-verb counters.
+pub(crate) struct RequestLog {
+    inner: Mutex<LogInner>,
+    capacity: usize,
+}
+
+#[derive(Default)]
+struct LogInner {
+    records: std::collections::VecDeque<RequestRecord>,
+    counts: HashMap<String, usize>,
+}
+
+impl RequestLog {
+    /// An empty log keeping at most `capacity` records.
+    pub(crate) fn new(capacity: usize) -> Self {
+        RequestLog {
+            inner: Mutex::new(LogInner::default()),
+            capacity,
+        }
+    }
+
+    /// Appends a record.
+    pub(crate) fn push(&self, rec: RequestRecord) {
+        let mut l = self.inner.lock();
+        *l.counts.entry(rec.verb.clone()).or_insert(0) += 1;
+        l.records.push_back(rec);
+        while l.records.len() > self.capacity {
+            l.records.pop_front();
+        }
+    }
+
+    /// Every record kept, oldest first.
+    pub(crate) fn records(&self) -> Vec<RequestRecord> {
+        self.inner.lock().records.iter().cloned().collect()
+    }
+
+    /// Requests of `verb` since the last clear.
+    pub(crate) fn count(&self, verb: &str) -> usize {
+        self.inner.lock().counts.get(verb).copied().unwrap_or(0)
+    }
+
+    /// All counters.
+    pub(crate) fn counts(&self) -> HashMap<String, usize> {
+        self.inner.lock().counts.clone()
+    }
+
+    /// Forgets records and counters.
+    pub(crate) fn clear(&self) {
+        let mut l = self.inner.lock();
+        l.records.clear();
+        l.counts.clear();
+    }
+}

@@ -1,0 +1,186 @@
+//! The REST verbs on stored kinds: get, list, create, update, patch, delete.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::errors::{self, ApiErr};
+use super::http::{Request, Response};
+use super::kinds::Kind;
+use super::patch::merge_patch;
+use super::selector::Selector;
+use super::store::{ListRequest, Preconditions, Store};
+
+/// An object answer.
+pub(crate) fn object(code: u16, obj: &Value) -> Response {
+    Response::json(code, serde_json::to_vec(obj).unwrap_or_default())
+}
+
+fn parse_body(req: &Request) -> Result<Value, ApiErr> {
+    if req.body.is_empty() {
+        return Err(errors::bad_request("the request body is empty"));
+    }
+    let ct = req.header("content-type").unwrap_or("application/json");
+    if ct.contains("yaml") && !ct.contains("apply-patch") {
+        return serde_yaml_ng::from_slice(&req.body)
+            .map_err(|e| errors::bad_request(format!("cannot decode YAML body: {e}")));
+    }
+    serde_json::from_slice(&req.body)
+        .map_err(|e| errors::bad_request(format!("cannot decode JSON body: {e}")))
+}
+
+/// `GET .../<plural>/<name>`.
+pub(crate) fn get(store: &Store, kind: &Kind, ns: &str, name: &str) -> Result<Response, ApiErr> {
+    let obj = store.get(kind, ns, name)?;
+    Ok(object(200, &obj))
+}
+
+/// `GET .../<plural>`: one page of the list.
+pub(crate) fn list(
+    store: &Store,
+    kind: &Kind,
+    ns: Option<&str>,
+    req: &Request,
+) -> Result<Response, ApiErr> {
+    let selector = Selector::parse(req.query("labelSelector"), req.query("fieldSelector"))
+        .map_err(errors::bad_request)?;
+    let limit = match req.query("limit") {
+        Some(l) if !l.is_empty() => Some(
+            l.parse::<usize>()
+                .map_err(|_| errors::bad_request(format!("invalid limit {l:?}")))?,
+        ),
+        _ => None,
+    };
+    let page = store.list(
+        kind,
+        &ListRequest {
+            namespace: ns,
+            selector: &selector,
+            limit,
+            continue_token: req.query("continue"),
+            resource_version: req.query("resourceVersion"),
+        },
+    )?;
+    let mut meta = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(c) = &page.continue_token {
+        meta["continue"] = json!(c);
+    }
+    if let Some(r) = page.remaining {
+        meta["remainingItemCount"] = json!(r);
+    }
+    // Written by hand so the stored objects are serialized in place, not cloned.
+    let mut out = Vec::with_capacity(256 + page.items.len() * 512);
+    out.extend_from_slice(b"{\"apiVersion\":");
+    out.extend_from_slice(json!(kind.api_version()).to_string().as_bytes());
+    out.extend_from_slice(b",\"kind\":");
+    out.extend_from_slice(json!(kind.list_kind()).to_string().as_bytes());
+    out.extend_from_slice(b",\"metadata\":");
+    out.extend_from_slice(meta.to_string().as_bytes());
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, item.as_ref())
+            .map_err(|e| errors::internal(e.to_string()))?;
+    }
+    out.extend_from_slice(b"]}");
+    Ok(Response::json(200, out))
+}
+
+/// `POST .../<plural>`.
+pub(crate) fn create(
+    store: &Store,
+    kind: &'static Kind,
+    ns: &str,
+    req: &Request,
+) -> Result<(Response, Arc<Value>), ApiErr> {
+    let body = parse_body(req)?;
+    let obj = store.create(kind, ns, body)?;
+    Ok((object(201, &obj), obj))
+}
+
+/// `PUT .../<plural>/<name>[/status]`.
+pub(crate) fn update(
+    store: &Store,
+    kind: &'static Kind,
+    ns: &str,
+    name: &str,
+    status_only: bool,
+    req: &Request,
+) -> Result<Response, ApiErr> {
+    let body = parse_body(req)?;
+    let obj = store.update(kind, ns, name, status_only, |_| Ok(body))?;
+    Ok(object(200, &obj))
+}
+
+/// `PATCH .../<plural>/<name>[/status]`: JSON merge patch, or strategic merge patch
+/// (identical for these kinds: no lists with merge keys), or JSON patch (RFC 6902).
+pub(crate) fn patch(
+    store: &Store,
+    kind: &'static Kind,
+    ns: &str,
+    name: &str,
+    status_only: bool,
+    req: &Request,
+) -> Result<Response, ApiErr> {
+    let ct = req
+        .header("content-type")
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let body: Value = serde_json::from_slice(&req.body)
+        .map_err(|e| errors::bad_request(format!("cannot decode patch: {e}")))?;
+    let json_patch = match ct.as_str() {
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => false,
+        "application/json-patch+json" => true,
+        other => return Err(errors::unsupported_media_type(other)),
+    };
+    let obj = store.update(kind, ns, name, status_only, |cur| {
+        let mut new = cur.clone();
+        if json_patch {
+            super::patch::json_patch(&mut new, &body).map_err(errors::bad_request)?;
+        } else {
+            if !body.is_object() {
+                return Err(errors::bad_request("a merge patch must be a JSON object"));
+            }
+            merge_patch(&mut new, &body);
+            // A patch that does not name a resourceVersion is unconditional.
+            if body.pointer("/metadata/resourceVersion").is_none() {
+                if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.remove("resourceVersion");
+                }
+            }
+        }
+        Ok(new)
+    })?;
+    Ok(object(200, &obj))
+}
+
+/// `DELETE .../<plural>/<name>`, honouring `DeleteOptions.preconditions`.
+pub(crate) fn delete(
+    store: &Store,
+    kind: &'static Kind,
+    ns: &str,
+    name: &str,
+    req: &Request,
+) -> Result<Response, ApiErr> {
+    let mut pre = Preconditions::default();
+    if !req.body.is_empty() {
+        let opts: Value = serde_json::from_slice(&req.body)
+            .map_err(|e| errors::bad_request(format!("cannot decode DeleteOptions: {e}")))?;
+        let p = opts.get("preconditions");
+        let s = |k: &str| {
+            p.and_then(|p| p.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        pre.uid = s("uid");
+        pre.resource_version = s("resourceVersion");
+    }
+    let obj = store.delete(kind, ns, name, &pre)?;
+    Ok(object(200, &obj))
+}

@@ -1,0 +1,401 @@
+//! Accepting connections, one thread each; routing a request to discovery, REST verbs or a watch.
+
+use std::collections::HashMap;
+use std::io::{self, BufReader};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::errors::{self, ApiErr};
+use super::faults::Faults;
+use super::http::{self, Conn, Request, Response};
+use super::kinds::{self, Kind};
+use super::requestlog::{RequestLog, RequestRecord};
+use super::store::Store;
+use super::{admin, discovery, rest, watch};
+
+/// State shared by every connection thread.
+pub(crate) struct Shared {
+    pub(crate) store: Store,
+    pub(crate) faults: Faults,
+    pub(crate) log: RequestLog,
+    pub(crate) token: Option<String>,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+    pub(crate) addr: SocketAddr,
+    pub(crate) bookmark_interval: Duration,
+    pub(crate) stopping: AtomicBool,
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    next_conn: AtomicU64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Shared {
+    /// Fresh state for a server on `addr`.
+    pub(crate) fn new(
+        store: Store,
+        log: RequestLog,
+        token: Option<String>,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        addr: SocketAddr,
+        bookmark_interval: Duration,
+    ) -> Self {
+        Shared {
+            store,
+            faults: Faults::default(),
+            log,
+            token,
+            tls,
+            addr,
+            bookmark_interval,
+            stopping: AtomicBool::new(false),
+            conns: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(1),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Drops every open connection (watches included); the listener keeps accepting.
+    pub(crate) fn drop_connections(&self) {
+        for (_, s) in self.conns.lock().drain() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        self.faults.wake();
+    }
+
+    /// Joins every connection thread (after the connections were dropped).
+    pub(crate) fn join_connections(&self) {
+        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Accepts until `stopping`; each connection gets its own thread.
+pub(crate) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(stream) = stream else { continue };
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        let Ok(clone) = stream.try_clone() else {
+            continue;
+        };
+        shared.conns.lock().insert(id, clone);
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("testserver-conn".into())
+            .spawn(move || {
+                serve_connection(&s, stream);
+                s.conns.lock().remove(&id);
+            });
+        if let Ok(handle) = spawned {
+            let mut threads = shared.threads.lock();
+            if threads.len() >= 256 {
+                // Reap finished threads so a long benchmark does not pile up handles.
+                let (done, live): (Vec<_>, Vec<_>) =
+                    threads.drain(..).partition(|h| h.is_finished());
+                *threads = live;
+                for h in done {
+                    let _ = h.join();
+                }
+            }
+            threads.push(handle);
+        }
+    }
+}
+
+fn serve_connection(shared: &Shared, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let raw = match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    let conn = match &shared.tls {
+        None => Conn::Plain(stream),
+        Some(cfg) => match rustls::ServerConnection::new(cfg.clone()) {
+            Ok(c) => Conn::Tls(Box::new(rustls::StreamOwned::new(c, stream))),
+            Err(_) => return,
+        },
+    };
+    let mut reader = BufReader::with_capacity(16 << 10, conn);
+    loop {
+        let req = match http::read_request(&mut reader) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    let resp = status_response(&errors::bad_request(e.to_string()));
+                    let _ = http::write_response(reader.get_mut(), &resp, false, false);
+                }
+                break;
+            }
+        };
+        match handle(shared, &req, &mut reader) {
+            Ok(true) if req.keep_alive => continue,
+            _ => break,
+        }
+    }
+    let _ = raw.shutdown(Shutdown::Both);
+}
+
+/// A Status answer.
+pub(crate) fn status_response(e: &ApiErr) -> Response {
+    let mut r = Response::json(e.code(), serde_json::to_vec(&e.status).unwrap_or_default());
+    if let Some(s) = e.retry_after {
+        r.headers.push(("Retry-After", s.to_string()));
+    }
+    r
+}
+
+/// What a path names.
+enum Route {
+    Public(Value),
+    Discovery(Option<Value>),
+    Resource {
+        kind: &'static Kind,
+        namespace: Option<String>,
+        name: Option<String>,
+        subresource: Option<String>,
+    },
+    NotFound,
+}
+
+fn route(shared: &Shared, path: &str) -> Route {
+    let segs: Vec<String> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| http::percent_decode(s, false))
+        .collect();
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let addr = shared.addr.to_string();
+    match s.as_slice() {
+        ["version"] => Route::Public(discovery::version()),
+        ["healthz"] | ["readyz"] | ["livez"] => Route::Public(Value::String("ok".into())),
+        ["api"] => Route::Discovery(Some(discovery::core_versions(&addr))),
+        ["api", "v1"] => Route::Discovery(Some(discovery::core_resources())),
+        ["openapi", "v3"] => Route::Discovery(Some(discovery::openapi_v3_root())),
+        ["openapi", "v3", "apis", g, v] => {
+            Route::Discovery(discovery::openapi_v3_group_version(g, v))
+        }
+        ["apis"] => Route::Discovery(Some(discovery::group_list())),
+        ["apis", g] => Route::Discovery(discovery::group(g)),
+        ["apis", g, v] => Route::Discovery(discovery::resource_list(g, v)),
+        ["apis", g, v, rest @ ..] => {
+            let (namespace, rest) = match rest {
+                ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(ns.to_string()), tail),
+                _ => (None, rest),
+            };
+            let Some((plural, tail)) = rest.split_first() else {
+                return Route::NotFound;
+            };
+            let Some(kind) = kinds::find(g, v, plural) else {
+                return Route::NotFound;
+            };
+            if namespace.is_some() != kind.namespaced && !(kind.namespaced && tail.is_empty()) {
+                return Route::NotFound;
+            }
+            let (name, subresource) = match tail {
+                [] => (None, None),
+                [n] => (Some(n.to_string()), None),
+                [n, "status"] if kind.status_subresource => {
+                    (Some(n.to_string()), Some("status".to_string()))
+                }
+                _ => return Route::NotFound,
+            };
+            Route::Resource {
+                kind,
+                namespace,
+                name,
+                subresource,
+            }
+        }
+        _ => Route::NotFound,
+    }
+}
+
+fn verb_of(method: &str, has_name: bool, watch: bool) -> &'static str {
+    match (method, has_name) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "other",
+    }
+}
+
+/// Handles one request; `Ok(true)` when the connection may serve another.
+fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::Result<bool> {
+    if req.path.starts_with(admin::PREFIX) {
+        let (resp, after) = admin::handle(shared, req);
+        http::write_response(reader.get_mut(), &resp, req.keep_alive, false)?;
+        after();
+        return Ok(true);
+    }
+    let received = SystemTime::now();
+    let epoch = shared.store.state.lock().epoch;
+    shared.faults.wait_unpaused(|| {
+        shared.stopping.load(Ordering::SeqCst) || shared.store.state.lock().epoch != epoch
+    });
+    if shared.stopping.load(Ordering::SeqCst) || shared.store.state.lock().epoch != epoch {
+        return Ok(false);
+    }
+    let latency = shared.faults.latency();
+    if !latency.is_zero() {
+        std::thread::sleep(latency);
+    }
+    let route = route(shared, &req.path);
+    let mut rec = RequestRecord {
+        verb: "other".into(),
+        method: req.method.clone(),
+        path: req.path.clone(),
+        query: req.raw_query.clone(),
+        resource: None,
+        subresource: None,
+        namespace: None,
+        name: None,
+        code: 0,
+        time: received,
+        body: serde_json::from_slice(&req.body).ok(),
+    };
+    let authorized = match &shared.token {
+        None => true,
+        Some(t) => req
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .is_some_and(|h| h.trim() == t),
+    };
+    let result: Result<Response, ApiErr> = match route {
+        Route::Public(v) => {
+            rec.verb = "discovery".into();
+            Ok(rest::object(200, &v))
+        }
+        _ if !authorized => Err(errors::unauthorized()),
+        Route::Discovery(doc) => {
+            rec.verb = "discovery".into();
+            match (req.method.as_str(), doc) {
+                ("GET", Some(v)) => Ok(rest::object(200, &v)),
+                ("GET", None) => Err(errors::path_not_found()),
+                (m, _) => Err(errors::method_not_allowed(m)),
+            }
+        }
+        Route::NotFound => Err(errors::path_not_found()),
+        Route::Resource {
+            kind,
+            namespace,
+            name,
+            subresource,
+        } => {
+            let verb = verb_of(&req.method, name.is_some(), req.query_bool("watch"));
+            rec.verb = verb.into();
+            rec.resource = Some(kind.plural.into());
+            rec.subresource = subresource.clone();
+            rec.namespace = namespace.clone();
+            rec.name = name.clone();
+            if let Some((code, retry)) = shared.faults.take_failure(verb) {
+                Err(errors::injected(code, retry))
+            } else if verb == "watch" {
+                return serve_watch(shared, req, kind, namespace.as_deref(), reader, rec);
+            } else {
+                resource_verb(
+                    shared,
+                    req,
+                    verb,
+                    kind,
+                    namespace.as_deref(),
+                    name.as_deref(),
+                    subresource.is_some(),
+                    &mut rec,
+                )
+            }
+        }
+    };
+    let resp = match result {
+        Ok(r) => r,
+        Err(e) => status_response(&e),
+    };
+    rec.code = resp.code;
+    shared.log.push(rec);
+    let cut = shared.faults.take_cut();
+    http::write_response(reader.get_mut(), &resp, req.keep_alive && !cut, cut)?;
+    Ok(!cut)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn resource_verb(
+    shared: &Shared,
+    req: &Request,
+    verb: &str,
+    kind: &'static Kind,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    status_only: bool,
+    rec: &mut RequestRecord,
+) -> Result<Response, ApiErr> {
+    let store = &shared.store;
+    let ns = namespace.unwrap_or("");
+    let name = name.unwrap_or("");
+    match verb {
+        "get" => rest::get(store, kind, ns, name),
+        "list" => rest::list(store, kind, namespace, req),
+        "create" if namespace.is_none() && kind.namespaced => Err(errors::path_not_found()),
+        "create" => {
+            let (resp, obj) = rest::create(store, kind, ns, req)?;
+            rec.name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            Ok(resp)
+        }
+        "update" => rest::update(store, kind, ns, name, status_only, req),
+        "patch" => rest::patch(store, kind, ns, name, status_only, req),
+        "delete" if status_only => Err(errors::method_not_allowed("DELETE")),
+        "delete" => rest::delete(store, kind, ns, name, req),
+        _ => Err(errors::method_not_allowed(&req.method)),
+    }
+}
+
+fn serve_watch(
+    shared: &Shared,
+    req: &Request,
+    kind: &'static Kind,
+    namespace: Option<&str>,
+    reader: &mut BufReader<Conn>,
+    mut rec: RequestRecord,
+) -> io::Result<bool> {
+    let wr = match watch::parse(req) {
+        Ok(w) => w,
+        Err(e) => {
+            let resp = status_response(&e);
+            rec.code = resp.code;
+            shared.log.push(rec);
+            http::write_response(reader.get_mut(), &resp, req.keep_alive, false)?;
+            return Ok(true);
+        }
+    };
+    rec.code = 200;
+    shared.log.push(rec);
+    match watch::serve(shared, kind, namespace, &wr, reader.get_mut())? {
+        watch::End::Clean => Ok(true),
+        watch::End::Drop => Ok(false),
+    }
+}
+
+impl Shared {
+    /// Simulates an API server restart: every connection and watch drops, data stays.
+    pub(crate) fn restart(&self, rv: super::store::RvChange) {
+        self.store.restart(rv);
+        self.drop_connections();
+    }
+}
