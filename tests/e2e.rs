@@ -22,7 +22,8 @@ impl Scratch {
     fn new(tag: &str) -> Scratch {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("autoregister-e2e-{}-{tag}-{n}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("autoregister-e2e-{}-{tag}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("manifests")).unwrap();
         Scratch(dir)
@@ -115,7 +116,13 @@ impl Proc {
     fn run(server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
         let kc = scratch.kubeconfig(server);
         let manifests = scratch.manifests();
-        let mut args = vec!["run", "--manifests", manifests.to_str().unwrap(), "--kubeconfig", kc.to_str().unwrap()];
+        let mut args = vec![
+            "run",
+            "--manifests",
+            manifests.to_str().unwrap(),
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ];
         args.extend_from_slice(extra);
         Proc::spawn(&args)
     }
@@ -125,7 +132,11 @@ impl Proc {
     }
 
     fn wait_log(&self, needle: &str) {
-        assert!(wait_until(|| self.log().contains(needle)), "log never showed {needle:?}:\n{}", self.log());
+        assert!(
+            wait_until(|| self.log().contains(needle)),
+            "log never showed {needle:?}:\n{}",
+            self.log()
+        );
     }
 
     /// Waits for exit; returns the code and everything it printed.
@@ -147,7 +158,10 @@ impl Proc {
 
     /// SIGTERM, then waits for a clean exit.
     fn terminate(self) -> (i32, String) {
-        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
         assert!(status.success());
         self.wait_exit(Duration::from_secs(10))
     }
@@ -184,7 +198,10 @@ fn writes(server: &TestServer, name: &str) -> Vec<String> {
     server
         .requests()
         .into_iter()
-        .filter(|r| r.name.as_deref() == Some(name) && matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
+        .filter(|r| {
+            r.name.as_deref() == Some(name)
+                && matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete")
+        })
         .map(|r| format!("{} {}", r.verb, r.code))
         .collect()
 }
@@ -206,14 +223,28 @@ fn once_creates_every_manifest_object_with_the_label() {
     let server = TestServer::start();
     let s = Scratch::new("create");
     s.write("a.yaml", &manifest("a.example.com", None, 10));
-    s.write("b.yaml", &format!("{}---\n{}", manifest("b.example.com", Some("onstart"), 11), manifest("c.example.com", Some("true"), 12)));
+    s.write(
+        "b.yaml",
+        &format!(
+            "{}---\n{}",
+            manifest("b.example.com", Some("onstart"), 11),
+            manifest("c.example.com", Some("true"), 12)
+        ),
+    );
     let (code, log) = Proc::run(&server, &s, &["--once", "--timeout", "20s"]).wait_exit(WAIT);
     assert_eq!(code, 0, "{log}");
-    for (name, label) in [("v1.a.example.com", "true"), ("v1.b.example.com", "onstart"), ("v1.c.example.com", "true")] {
+    for (name, label) in [
+        ("v1.a.example.com", "true"),
+        ("v1.b.example.com", "onstart"),
+        ("v1.c.example.com", "true"),
+    ] {
         let obj = stored(&server, name).unwrap_or_else(|| panic!("{name} not created\n{log}"));
         assert_eq!(obj["metadata"]["labels"][LABEL], label, "{name}");
         assert_eq!(writes(&server, name), ["create 201"], "{name}");
-        assert!(log.contains(&format!("{name} 2")), "log names {name} and its cell:\n{log}");
+        assert!(
+            log.contains(&format!("{name} 2")),
+            "log names {name} and its cell:\n{log}"
+        );
     }
 }
 
@@ -233,42 +264,84 @@ fn unmanaged_object_with_a_desired_name_is_never_written() {
 fn continuous_object_is_stomped_back_but_onstart_edit_after_first_sync_is_left_alone() {
     let server = TestServer::start();
     let s = Scratch::new("stomp");
-    s.write("a.yaml", &format!("{}---\n{}", manifest("a.example.com", Some("onstart"), 10), manifest("b.example.com", None, 20)));
+    s.write(
+        "a.yaml",
+        &format!(
+            "{}---\n{}",
+            manifest("a.example.com", Some("onstart"), 10),
+            manifest("b.example.com", None, 20)
+        ),
+    );
     // One worker: names are processed in queue order, so once b is restored, a's event was handled too.
     let p = Proc::run(&server, &s, &["--workers", "1"]);
-    assert!(wait_until(|| priority(&server, "v1.a.example.com") == Some(10) && priority(&server, "v1.b.example.com") == Some(20)));
+    assert!(wait_until(|| priority(&server, "v1.a.example.com")
+        == Some(10)
+        && priority(&server, "v1.b.example.com") == Some(20)));
     edit_priority(&server, "v1.a.example.com", 77);
     edit_priority(&server, "v1.b.example.com", 88);
-    assert!(wait_until(|| priority(&server, "v1.b.example.com") == Some(20)), "continuous object not restored:\n{}", p.log());
-    assert_eq!(priority(&server, "v1.a.example.com"), Some(77), "onstart object must be left alone");
-    assert_eq!(writes(&server, "v1.a.example.com"), ["create 201", "update 200"], "only our create and the intruder's update");
+    assert!(
+        wait_until(|| priority(&server, "v1.b.example.com") == Some(20)),
+        "continuous object not restored:\n{}",
+        p.log()
+    );
+    assert_eq!(
+        priority(&server, "v1.a.example.com"),
+        Some(77),
+        "onstart object must be left alone"
+    );
+    assert_eq!(
+        writes(&server, "v1.a.example.com"),
+        ["create 201", "update 200"],
+        "only our create and the intruder's update"
+    );
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("v1.b.example.com 6C update"), "{log}");
 }
 
 #[test]
-fn managed_object_present_at_start_without_entry_is_deleted_once_and_late_onstart_object_untouched() {
+fn managed_object_present_at_start_without_entry_is_deleted_once_and_late_onstart_object_untouched()
+{
     let server = TestServer::start();
-    let stale = server.seed("apiservices", None, object("stale.example.com", Some("true"), 5));
+    let stale = server.seed(
+        "apiservices",
+        None,
+        object("stale.example.com", Some("true"), 5),
+    );
     let uid = stale["metadata"]["uid"].as_str().unwrap().to_string();
     let s = Scratch::new("delete");
     s.write("a.yaml", &manifest("a.example.com", None, 10));
     let p = Proc::run(&server, &s, &["--workers", "1"]);
-    assert!(wait_until(|| stored(&server, "v1.stale.example.com").is_none()), "{}", p.log());
+    assert!(
+        wait_until(|| stored(&server, "v1.stale.example.com").is_none()),
+        "{}",
+        p.log()
+    );
     let delete = server
         .requests()
         .into_iter()
         .find(|r| r.verb == "delete" && r.name.as_deref() == Some("v1.stale.example.com"))
         .unwrap();
-    assert_eq!(delete.body.unwrap()["preconditions"]["uid"], uid.as_str(), "delete carries a UID precondition");
+    assert_eq!(
+        delete.body.unwrap()["preconditions"]["uid"],
+        uid.as_str(),
+        "delete carries a UID precondition"
+    );
 
     // Created after start with the onstart label and no desired entry: cell 4A, never touched.
     p.wait_log("cache synced");
-    server.seed("apiservices", None, object("late.example.com", Some("onstart"), 5));
+    server.seed(
+        "apiservices",
+        None,
+        object("late.example.com", Some("onstart"), 5),
+    );
     // Then a continuous edit whose restoration proves the late object's event was processed first.
     edit_priority(&server, "v1.a.example.com", 3);
-    assert!(wait_until(|| priority(&server, "v1.a.example.com") == Some(10)), "{}", p.log());
+    assert!(
+        wait_until(|| priority(&server, "v1.a.example.com") == Some(10)),
+        "{}",
+        p.log()
+    );
     assert!(stored(&server, "v1.late.example.com").is_some());
     assert!(writes(&server, "v1.late.example.com").is_empty());
     let (code, log) = p.terminate();
@@ -283,17 +356,32 @@ fn removed_file_deregisters_its_objects_but_an_unparseable_file_keeps_them() {
     s.write("a.yaml", &manifest("a.example.com", None, 10));
     s.write("b.yaml", &manifest("b.example.com", None, 20));
     let p = Proc::run(&server, &s, &["--workers", "1"]);
-    assert!(wait_until(|| stored(&server, "v1.a.example.com").is_some() && stored(&server, "v1.b.example.com").is_some()));
+    assert!(wait_until(|| stored(&server, "v1.a.example.com").is_some()
+        && stored(&server, "v1.b.example.com").is_some()));
     // Same reload: a.yaml breaks (line 3), b.yaml goes away.
-    s.write("a.yaml", "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: [unclosed\n");
+    s.write(
+        "a.yaml",
+        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: [unclosed\n",
+    );
     std::fs::remove_file(s.manifests().join("b.yaml")).unwrap();
-    assert!(wait_until(|| stored(&server, "v1.b.example.com").is_none()), "{}", p.log());
+    assert!(
+        wait_until(|| stored(&server, "v1.b.example.com").is_none()),
+        "{}",
+        p.log()
+    );
     p.wait_log("a.yaml:");
-    assert!(stored(&server, "v1.a.example.com").is_some(), "a typo must not deregister an API");
+    assert!(
+        stored(&server, "v1.a.example.com").is_some(),
+        "a typo must not deregister an API"
+    );
     assert_eq!(writes(&server, "v1.a.example.com"), ["create 201"]);
     // Fixing the file with a new spec applies it.
     s.write("a.yaml", &manifest("a.example.com", None, 30));
-    assert!(wait_until(|| priority(&server, "v1.a.example.com") == Some(30)), "{}", p.log());
+    assert!(
+        wait_until(|| priority(&server, "v1.a.example.com") == Some(30)),
+        "{}",
+        p.log()
+    );
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
 }
@@ -306,7 +394,10 @@ fn server_errors_are_retried_with_backoff_until_convergence() {
     s.write("a.yaml", &manifest("a.example.com", None, 10));
     let (code, log) = Proc::run(&server, &s, &["--once", "--timeout", "20s"]).wait_exit(WAIT);
     assert_eq!(code, 0, "{log}");
-    assert_eq!(writes(&server, "v1.a.example.com"), ["create 500", "create 500", "create 500", "create 201"]);
+    assert_eq!(
+        writes(&server, "v1.a.example.com"),
+        ["create 500", "create 500", "create 500", "create 201"]
+    );
 }
 
 #[test]
@@ -318,10 +409,20 @@ fn too_many_requests_is_retried_after_the_servers_delay() {
     s.write("a.yaml", &manifest("a.example.com", None, 10));
     let (code, log) = Proc::run(&server, &s, &["--once", "--timeout", "20s"]).wait_exit(WAIT);
     assert_eq!(code, 0, "{log}");
-    let creates: Vec<_> = server.requests().into_iter().filter(|r| r.verb == "create").collect();
-    assert_eq!(creates.iter().map(|r| r.code).collect::<Vec<_>>(), [429, 201]);
+    let creates: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "create")
+        .collect();
+    assert_eq!(
+        creates.iter().map(|r| r.code).collect::<Vec<_>>(),
+        [429, 201]
+    );
     let gap = creates[1].time.duration_since(creates[0].time).unwrap();
-    assert!(gap >= Duration::from_millis(900), "retried after {gap:?}, before Retry-After: 1");
+    assert!(
+        gap >= Duration::from_millis(900),
+        "retried after {gap:?}, before Retry-After: 1"
+    );
 }
 
 #[test]
@@ -329,14 +430,30 @@ fn once_against_a_dead_server_exits_1_naming_what_failed() {
     let s = Scratch::new("dead");
     s.write("a.yaml", &manifest("a.example.com", None, 10));
     // A port that was just free: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let url = format!("http://127.0.0.1:{port}");
     let manifests = s.manifests();
-    let p = Proc::spawn(&["run", "--manifests", manifests.to_str().unwrap(), "--server", &url, "--once", "--timeout", "2s"]);
+    let p = Proc::spawn(&[
+        "run",
+        "--manifests",
+        manifests.to_str().unwrap(),
+        "--server",
+        &url,
+        "--once",
+        "--timeout",
+        "2s",
+    ]);
     let (code, log) = p.wait_exit(WAIT);
     assert_eq!(code, 1, "{log}");
     assert!(log.contains("did not converge"), "{log}");
-    assert!(log.contains("v1.a.example.com"), "names the failed object:\n{log}");
+    assert!(
+        log.contains("v1.a.example.com"),
+        "names the failed object:\n{log}"
+    );
 }
 
 #[test]
@@ -347,9 +464,12 @@ fn object_deleted_behind_the_controllers_back_is_recreated() {
     let p = Proc::run(&server, &s, &[]);
     assert!(wait_until(|| stored(&server, "v1.a.example.com").is_some()));
     let first_uid = stored(&server, "v1.a.example.com").unwrap()["metadata"]["uid"].clone();
-    server.delete_object("apiservices", None, "v1.a.example.com").unwrap();
+    server
+        .delete_object("apiservices", None, "v1.a.example.com")
+        .unwrap();
     assert!(
-        wait_until(|| stored(&server, "v1.a.example.com").is_some_and(|o| o["metadata"]["uid"] != first_uid)),
+        wait_until(|| stored(&server, "v1.a.example.com")
+            .is_some_and(|o| o["metadata"]["uid"] != first_uid)),
         "{}",
         p.log()
     );
@@ -367,15 +487,26 @@ fn invalid_object_is_reported_with_its_field_and_the_others_still_converge() {
     assert_eq!(code, 1, "{log}");
     assert!(stored(&server, "v1.a.example.com").is_some(), "{log}");
     assert!(stored(&server, "v1.bad.example.com").is_none());
-    assert!(log.contains("v1.bad.example.com") && log.contains("spec.versionPriority"), "{log}");
+    assert!(
+        log.contains("v1.bad.example.com") && log.contains("spec.versionPriority"),
+        "{log}"
+    );
     assert!(log.contains("Invalid"), "{log}");
 }
 
 #[test]
 fn plan_prints_cells_and_actions_and_writes_nothing() {
     let server = TestServer::start();
-    server.seed("apiservices", None, object("stale.example.com", Some("true"), 5));
-    server.seed("apiservices", None, object("b.example.com", Some("true"), 5));
+    server.seed(
+        "apiservices",
+        None,
+        object("stale.example.com", Some("true"), 5),
+    );
+    server.seed(
+        "apiservices",
+        None,
+        object("b.example.com", Some("true"), 5),
+    );
     server.seed("apiservices", None, object("mine.example.com", None, 5));
     let s = Scratch::new("plan");
     s.write("a.yaml", &manifest("a.example.com", None, 10));
@@ -383,18 +514,52 @@ fn plan_prints_cells_and_actions_and_writes_nothing() {
     let kc = s.kubeconfig(&server);
     let manifests = s.manifests();
     server.clear_requests();
-    let (code, out) = Proc::spawn(&["plan", "--manifests", manifests.to_str().unwrap(), "--kubeconfig", kc.to_str().unwrap()])
-        .wait_exit(WAIT);
+    let (code, out) = Proc::spawn(&[
+        "plan",
+        "--manifests",
+        manifests.to_str().unwrap(),
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+    ])
+    .wait_exit(WAIT);
     assert_eq!(code, 0, "{out}");
-    let line = |name: &str| out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no line for {name}:\n{out}")).to_string();
-    let words = |name: &str| line(name).split_whitespace().take(3).map(String::from).collect::<Vec<_>>();
-    assert_eq!(words("v1.a.example.com"), ["v1.a.example.com", "2C", "create"]);
-    assert_eq!(words("v1.b.example.com"), ["v1.b.example.com", "6C", "update"]);
-    assert_eq!(words("v1.stale.example.com"), ["v1.stale.example.com", "6A", "delete"]);
-    assert_eq!(words("v1.mine.example.com"), ["v1.mine.example.com", "3A", "none"]);
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{out}"))
+            .to_string()
+    };
+    let words = |name: &str| {
+        line(name)
+            .split_whitespace()
+            .take(3)
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        words("v1.a.example.com"),
+        ["v1.a.example.com", "2C", "create"]
+    );
+    assert_eq!(
+        words("v1.b.example.com"),
+        ["v1.b.example.com", "6C", "update"]
+    );
+    assert_eq!(
+        words("v1.stale.example.com"),
+        ["v1.stale.example.com", "6A", "delete"]
+    );
+    assert_eq!(
+        words("v1.mine.example.com"),
+        ["v1.mine.example.com", "3A", "none"]
+    );
     assert!(out.contains("plan: "), "{out}");
     let verbs: Vec<String> = server.requests().into_iter().map(|r| r.verb).collect();
-    assert!(verbs.iter().all(|v| v == "list" || v == "get" || v == "discovery"), "plan wrote: {verbs:?}");
+    assert!(
+        verbs
+            .iter()
+            .all(|v| v == "list" || v == "get" || v == "discovery"),
+        "plan wrote: {verbs:?}"
+    );
 }
 
 #[test]
@@ -409,16 +574,30 @@ fn sigterm_stops_promptly_while_the_watch_is_idle() {
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
     // Generous bound for a loaded CI machine; the log shows the real figure.
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}:\n{log}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}:\n{log}",
+        started.elapsed()
+    );
     assert!(log.contains("stopped"), "{log}");
 }
 
 #[test]
 fn bad_manifest_or_kubeconfig_exits_2_naming_the_file() {
     let s = Scratch::new("bad");
-    s.write("broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n");
+    s.write(
+        "broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+    );
     let manifests = s.manifests();
-    let (code, log) = Proc::spawn(&["run", "--manifests", manifests.to_str().unwrap(), "--server", "http://127.0.0.1:1"]).wait_exit(WAIT);
+    let (code, log) = Proc::spawn(&[
+        "run",
+        "--manifests",
+        manifests.to_str().unwrap(),
+        "--server",
+        "http://127.0.0.1:1",
+    ])
+    .wait_exit(WAIT);
     assert_eq!(code, 2, "{log}");
     assert!(log.contains("broken.yaml:1"), "{log}");
 
@@ -426,7 +605,14 @@ fn bad_manifest_or_kubeconfig_exits_2_naming_the_file() {
     s.write("a.yaml", &manifest("a.example.com", None, 10));
     let kc: &Path = &s.0.join("kubeconfig");
     std::fs::write(kc, "clusters: [unclosed\n").unwrap();
-    let (code, log) = Proc::spawn(&["run", "--manifests", manifests.to_str().unwrap(), "--kubeconfig", kc.to_str().unwrap()]).wait_exit(WAIT);
+    let (code, log) = Proc::spawn(&[
+        "run",
+        "--manifests",
+        manifests.to_str().unwrap(),
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+    ])
+    .wait_exit(WAIT);
     assert_eq!(code, 2, "{log}");
     assert!(log.contains(kc.to_str().unwrap()), "{log}");
 

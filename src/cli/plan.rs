@@ -34,7 +34,6 @@ pub fn plan(args: &PlanArgs) -> i32 {
         Ok(listed) => listed
             .into_iter()
             .flat_map(|l| l.items)
-            .into_iter()
             .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
             .collect(),
         Err(e) => {

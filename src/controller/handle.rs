@@ -173,7 +173,13 @@ impl Controller {
             let reason = "the APIService cache never synced (is the API server reachable?)";
             let mut names = inner.state.desired_names();
             names.sort();
-            return Err(names.into_iter().map(|name| Pending { name, reason: reason.into() }).collect());
+            return Err(names
+                .into_iter()
+                .map(|name| Pending {
+                    name,
+                    reason: reason.into(),
+                })
+                .collect());
         }
         Err(inner.pending())
     }

@@ -302,7 +302,11 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
             rec.resource = Some(kind.plural.into());
             rec.subresource = subresource.clone();
             rec.namespace = namespace.clone();
-            rec.name = name.clone();
+            // A create names its object in the body; log that name even when the request fails.
+            rec.name = name.clone().or_else(|| {
+                let body = rec.body.as_ref()?;
+                Some(body.pointer("/metadata/name")?.as_str()?.to_string())
+            });
             if let Some((code, retry)) = shared.faults.take_failure(verb) {
                 Err(errors::injected(code, retry))
             } else if verb == "watch" {
@@ -352,6 +356,7 @@ fn resource_verb(
         "create" if namespace.is_none() && kind.namespaced => Err(errors::path_not_found()),
         "create" => {
             let (resp, obj) = rest::create(store, kind, ns, req)?;
+            // generateName: the stored name is known only now.
             rec.name = obj
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
