@@ -13,7 +13,8 @@ test:
 	$(CARGO) test --features testing
 
 demo:
-	@echo "demo: not yet"
+	$(CARGO) build --bin autoregister
+	$(CARGO) run --quiet --features testing --example demo -- target/debug/autoregister
 
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target $(TARGET) --bin autoregister
@@ -22,6 +23,7 @@ static:
 
 bench:
 	$(CARGO) bench --bench workqueue
+	$(CARGO) bench --features testing --bench testserver
 
 fmt:
 	$(CARGO) fmt --all
