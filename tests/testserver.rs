@@ -1135,6 +1135,33 @@ fn fault_pause_holds_answers_until_resume() {
 }
 
 #[test]
+fn fault_pause_holds_watch_events_until_resume() {
+    let s = TestServer::start();
+    let a = api(&s);
+    let mut w = watch(&a, "0", 60, false);
+    s.faults().pause();
+    s.seed(
+        "apiservices",
+        None,
+        json!({"metadata": {"name": "v1.a.io"}}),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let _ = tx.send(kind_name(&w.next().unwrap().unwrap()));
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(200)).is_err(),
+        "event delivered while paused"
+    );
+    s.faults().resume();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        "ADDED v1.a.io"
+    );
+    t.join().unwrap();
+}
+
+#[test]
 fn fault_restart_drops_watches_and_keeps_data() {
     let s = TestServer::start();
     let a = api(&s);
