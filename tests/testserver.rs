@@ -1280,3 +1280,35 @@ fn admin_endpoint_drives_faults_log_seed_and_restart() {
     );
     assert!(!s.faults().is_paused());
 }
+
+#[test]
+fn strict_field_validation_refuses_unknown_fields() {
+    let s = TestServer::start();
+    let mut body = serde_json::to_value(svc("a.io")).unwrap();
+    body["spec"]["versionPriorty"] = json!(3);
+    let path = "/apis/apiregistration.k8s.io/v1/apiservices";
+    let (code, st) = raw_json(
+        &s,
+        "POST",
+        &format!("{path}?fieldValidation=Strict"),
+        "application/json",
+        &body,
+    );
+    assert_eq!(code, 400);
+    assert_eq!(
+        st["message"],
+        "strict decoding error: unknown field \"spec.versionPriorty\""
+    );
+    let (code, stored) = raw_json(
+        &s,
+        "POST",
+        &format!("{path}?fieldValidation=Ignore"),
+        "application/json",
+        &body,
+    );
+    assert_eq!(code, 201);
+    assert_eq!(
+        stored["spec"]["versionPriorty"], 3,
+        "kept as given without Strict"
+    );
+}
