@@ -169,6 +169,23 @@ fn kubectl_drives_the_test_server() {
         "{err}"
     );
 
+    // kubectl asks for strict field validation: a misspelt field is refused.
+    let typo = k.dir.join("typo.yaml");
+    std::fs::write(
+        &typo,
+        std::fs::read_to_string(&m)
+            .unwrap()
+            .replace("versionPriority", "versionPriorty"),
+    )
+    .unwrap();
+    let out = k.run(&["apply", "-f", typo.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown field \"spec.versionPriorty\""),
+        "{err}"
+    );
+
     // --watch sees an event: start it, wait for the existing object, then create another.
     let mut child = k
         .cmd(&["get", "apiservices", "--watch", "-o", "name"])

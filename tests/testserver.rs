@@ -1135,6 +1135,33 @@ fn fault_pause_holds_answers_until_resume() {
 }
 
 #[test]
+fn fault_pause_holds_watch_events_until_resume() {
+    let s = TestServer::start();
+    let a = api(&s);
+    let mut w = watch(&a, "0", 60, false);
+    s.faults().pause();
+    s.seed(
+        "apiservices",
+        None,
+        json!({"metadata": {"name": "v1.a.io"}}),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let _ = tx.send(kind_name(&w.next().unwrap().unwrap()));
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(200)).is_err(),
+        "event delivered while paused"
+    );
+    s.faults().resume();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        "ADDED v1.a.io"
+    );
+    t.join().unwrap();
+}
+
+#[test]
 fn fault_restart_drops_watches_and_keeps_data() {
     let s = TestServer::start();
     let a = api(&s);
@@ -1252,4 +1279,36 @@ fn admin_endpoint_drives_faults_log_seed_and_restart() {
         &json!({"pause": false}),
     );
     assert!(!s.faults().is_paused());
+}
+
+#[test]
+fn strict_field_validation_refuses_unknown_fields() {
+    let s = TestServer::start();
+    let mut body = serde_json::to_value(svc("a.io")).unwrap();
+    body["spec"]["versionPriorty"] = json!(3);
+    let path = "/apis/apiregistration.k8s.io/v1/apiservices";
+    let (code, st) = raw_json(
+        &s,
+        "POST",
+        &format!("{path}?fieldValidation=Strict"),
+        "application/json",
+        &body,
+    );
+    assert_eq!(code, 400);
+    assert_eq!(
+        st["message"],
+        "strict decoding error: unknown field \"spec.versionPriorty\""
+    );
+    let (code, stored) = raw_json(
+        &s,
+        "POST",
+        &format!("{path}?fieldValidation=Ignore"),
+        "application/json",
+        &body,
+    );
+    assert_eq!(code, 201);
+    assert_eq!(
+        stored["spec"]["versionPriorty"], 3,
+        "kept as given without Strict"
+    );
 }

@@ -23,6 +23,9 @@ pub(crate) struct Kind {
     /// Fills server-side defaults (e.g. service port 443) before validation.
     pub(crate) default: fn(&mut Value),
     pub(crate) validate: Validate,
+    /// Undeclared fields of a body, for `fieldValidation=Strict`; unknown fields are otherwise
+    /// stored and returned as given.
+    pub(crate) unknown_fields: fn(&Value) -> Vec<String>,
 }
 
 impl Kind {
@@ -55,6 +58,7 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &[],
         default: validation::default_apiservice,
         validate: validation::validate_apiservice,
+        unknown_fields: validation::unknown_apiservice_fields,
     },
     Kind {
         group: "coordination.k8s.io",
@@ -68,6 +72,7 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &[],
         default: |_| {},
         validate: validation::validate_lease,
+        unknown_fields: |_| Vec::new(),
     },
 ];
 

@@ -4,6 +4,28 @@
 //! HTTP/1.1 (optionally TLS) on loopback, one thread per connection, with the real server's
 //! resourceVersion, validation, pagination and watch semantics, plus fault injection and a
 //! request log. See [`TestServer`].
+//!
+//! Behaviour worth knowing when writing tests against it:
+//! - A watch from a resourceVersion older than the history gets an `ERROR` event with a 410
+//!   `Expired` Status; one newer than the current resourceVersion gets an `ERROR` event with a
+//!   504 "Too large resource version" Status (cause `ResourceVersionTooLarge`), as the watch
+//!   cache answers; both then end the stream. A list with a too-new resourceVersion is an
+//!   HTTP 504 with the same Status.
+//! - Without `timeoutSeconds` a watch lasts 1800 s; bookmarks every
+//!   [`DEFAULT_BOOKMARK_INTERVAL`] unless [`Builder::bookmark_interval`] says otherwise.
+//! - Unknown fields are stored and returned as given, except that `fieldValidation=Strict`
+//!   (which kubectl sends) refuses undeclared APIService fields with 400.
+//! - `/openapi/v3` is a stub that only tells kubectl that PATCH takes `fieldValidation`;
+//!   `/openapi/v2` is 404, so kubectl before 1.29 needs `apply --validate=false`.
+//! - Lists are JSON; kubectl's `as=Table` request gets the plain list and kubectl falls back
+//!   to NAME/AGE columns.
+//!
+//! The same controls are available over HTTP under `/_testserver/` for out-of-process use
+//! (not logged, not authenticated, not paused):
+//! `GET|DELETE requests`, `GET counts`, `GET rv`, `POST|DELETE faults` (JSON body with any of
+//! `latencyMs`, `failNext {count, code, verb}`, `failFraction {fraction, code}`, `retryAfter`,
+//! `closeWatchesAfterMs`, `expireNextWatch`, `cutNextResponse`, `pause`), `POST pause`,
+//! `POST resume`, `POST restart[?jumpRV=N|rewindRV=N]`, `POST seed/<plural>[?namespace=NS]`.
 
 mod admin;
 mod discovery;

@@ -29,6 +29,28 @@ fn parse_body(req: &Request) -> Result<Value, ApiErr> {
         .map_err(|e| errors::bad_request(format!("cannot decode JSON body: {e}")))
 }
 
+/// With `fieldValidation=Strict`, a body with undeclared fields is a 400, as the real server answers.
+/// Fields unknown in `before` (already stored) are not held against the request.
+fn strict_check(kind: &Kind, req: &Request, body: &Value, before: &Value) -> Result<(), ApiErr> {
+    if req.query("fieldValidation") != Some("Strict") {
+        return Ok(());
+    }
+    let known_before = (kind.unknown_fields)(before);
+    let mut unknown = (kind.unknown_fields)(body);
+    unknown.retain(|f| !known_before.contains(f));
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    Err(errors::bad_request(format!(
+        "strict decoding error: {}",
+        list.join(", ")
+    )))
+}
+
 /// `GET .../<plural>/<name>`.
 pub(crate) fn get(store: &Store, kind: &Kind, ns: &str, name: &str) -> Result<Response, ApiErr> {
     let obj = store.get(kind, ns, name)?;
@@ -96,6 +118,7 @@ pub(crate) fn create(
     req: &Request,
 ) -> Result<(Response, Arc<Value>), ApiErr> {
     let body = parse_body(req)?;
+    strict_check(kind, req, &body, &Value::Null)?;
     let obj = store.create(kind, ns, body)?;
     Ok((object(201, &obj), obj))
 }
@@ -110,7 +133,10 @@ pub(crate) fn update(
     req: &Request,
 ) -> Result<Response, ApiErr> {
     let body = parse_body(req)?;
-    let obj = store.update(kind, ns, name, status_only, |_| Ok(body))?;
+    let obj = store.update(kind, ns, name, status_only, |cur| {
+        strict_check(kind, req, &body, cur)?;
+        Ok(body)
+    })?;
     Ok(object(200, &obj))
 }
 
@@ -155,6 +181,8 @@ pub(crate) fn patch(
                 }
             }
         }
+        // Strict validation looks at the patched object, minus what was already stored.
+        strict_check(kind, req, &new, cur)?;
         Ok(new)
     })?;
     Ok(object(200, &obj))

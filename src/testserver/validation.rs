@@ -173,6 +173,22 @@ pub(crate) fn validate_apiservice(obj: &Value) -> Result<Vec<FieldError>, String
     Ok(errs)
 }
 
+/// Fields of an APIService body that the v1 schema does not declare (for `fieldValidation=Strict`).
+pub(crate) fn unknown_apiservice_fields(obj: &Value) -> Vec<String> {
+    let Ok(svc) = serde_json::from_value::<APIService>(obj.clone()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = svc.extra.keys().cloned().collect();
+    out.extend(svc.spec.extra.keys().map(|k| format!("spec.{k}")));
+    if let Some(s) = &svc.spec.service {
+        out.extend(s.extra.keys().map(|k| format!("spec.service.{k}")));
+    }
+    if let Some(st) = &svc.status {
+        out.extend(st.extra.keys().map(|k| format!("status.{k}")));
+    }
+    out
+}
+
 /// `ValidateLease`: a DNS subdomain name and non-negative durations/transitions.
 pub(crate) fn validate_lease(obj: &Value) -> Result<Vec<FieldError>, String> {
     let name = name_of(obj);

@@ -153,6 +153,11 @@ pub(crate) fn serve<W: Write>(
     };
     let mut next_bookmark = Instant::now() + shared.bookmark_interval;
     loop {
+        // A paused server delivers nothing, watches included.
+        shared.faults.wait_unpaused(|| {
+            let st = store.state.lock();
+            st.shutdown || st.epoch != epoch
+        });
         for line in pending.drain(..) {
             http::write_chunk(w, &line)?;
         }

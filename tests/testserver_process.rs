@@ -1,0 +1,108 @@
+//! The `autoregister-testserver` process contract: flags, first stdout line, files, signals.
+#![cfg(feature = "testing")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_autoregister-testserver");
+
+fn tls_get(addr: &str, ca_pem: &[u8], path: &str, token: &str) -> String {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(ca_pem).unwrap())
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(cfg), name).unwrap();
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn process_prints_url_writes_files_and_stops_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("autoregister-tsproc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let tls_dir = dir.join("tls");
+    let mut child = Command::new(BIN)
+        .args(["--addr", "127.0.0.1:0", "--token", "t0k", "--history", "10"])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--tls-dir")
+        .arg(&tls_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first.trim();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let addr = url.trim_start_matches("https://");
+    assert_ne!(addr, "127.0.0.1:0", "port 0 picks a free port");
+    let ca = std::fs::read(tls_dir.join("ca.crt")).unwrap();
+    let kc = std::fs::read_to_string(&kubeconfig).unwrap();
+    assert!(kc.contains(&format!("server: {url}")), "{kc}");
+    assert!(kc.contains("token: t0k") && kc.contains("certificate-authority-data:"));
+
+    let answer = tls_get(
+        addr,
+        &ca,
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        "t0k",
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let answer = tls_get(
+        addr,
+        &ca,
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        "bad",
+    );
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "{status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn process_rejects_bad_usage_with_exit_2() {
+    let out = Command::new(BIN).arg("--bogus").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(BIN)
+        .args(["--history", "many"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
