@@ -4,6 +4,7 @@ mod apiservice;
 mod meta;
 mod resource;
 mod status;
+pub mod time;
 mod watch;
 
 pub use apiservice::{

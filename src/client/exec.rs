@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use base64::Engine as _;
 use parking_lot::Mutex;
@@ -197,7 +197,7 @@ impl ExecPlugin {
         let expires = match status.expiration_timestamp.as_deref() {
             None | Some("") => None,
             Some(t) => Some(
-                parse_rfc3339(t)
+                crate::api::time::parse_rfc3339(t)
                     .ok_or_else(|| self.fail(format!("bad status.expirationTimestamp {t:?}")))?,
             ),
         };
@@ -263,116 +263,5 @@ impl ResolvesClientCert for ExecClientCert {
 
     fn has_certs(&self) -> bool {
         true
-    }
-}
-
-/// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, the RFC 3339 timestamps Kubernetes writes.
-pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let part = s.get(r)?;
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse().ok())?
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    let mut nanos = 0u32;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let mut n: u64 = 0;
-        for (i, c) in frac[..digits].bytes().enumerate() {
-            if i < 9 {
-                n = n * 10 + u64::from(c - b'0');
-            }
-        }
-        for _ in digits..9 {
-            n *= 10;
-        }
-        nanos = u32::try_from(n).ok()?;
-        rest = &frac[digits..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            if rest.len() != 6 || rest.as_bytes()[3] != b':' {
-                return None;
-            }
-            let h: i64 = rest[1..3].parse().ok()?;
-            let m: i64 = rest[4..6].parse().ok()?;
-            sign * (h * 3600 + m * 60)
-        }
-    };
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + min * 60 + sec - offset;
-    let secs = u64::try_from(secs).ok()?;
-    Some(UNIX_EPOCH + Duration::new(secs, nanos))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(s: &str) -> u64 {
-        parse_rfc3339(s)
-            .unwrap()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-    }
-
-    #[test]
-    fn rfc3339_parses_kubernetes_timestamps() {
-        assert_eq!(at("1970-01-01T00:00:00Z"), 0);
-        assert_eq!(at("2024-02-29T12:34:56Z"), 1_709_210_096);
-        assert_eq!(at("2024-02-29T14:34:56+02:00"), 1_709_210_096);
-        assert_eq!(at("2024-02-29T12:04:56-00:30"), 1_709_210_096);
-        let t = parse_rfc3339("2030-01-01T00:00:00.250Z").unwrap();
-        assert_eq!(t.duration_since(UNIX_EPOCH).unwrap().subsec_millis(), 250);
-        assert_eq!(at("2030-01-01T00:00:00Z"), 1_893_456_000);
-    }
-
-    #[test]
-    fn rfc3339_rejects_garbage() {
-        for bad in [
-            "",
-            "2024-02-29",
-            "2024-02-29T12:34:56",
-            "2024-13-01T00:00:00Z",
-            "2024-02-29T12:34:56+0200",
-            "2024-02-29T12:34:56.Z",
-            "abcd-02-29T12:34:56Z",
-            "2024-02-29T12:34:56Zjunk",
-        ] {
-            assert!(parse_rfc3339(bad).is_none(), "{bad}");
-        }
     }
 }

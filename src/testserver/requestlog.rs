@@ -40,7 +40,7 @@ pub struct RequestRecord {
 }
 
 fn ser_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&super::util::rfc3339(*t))
+    s.serialize_str(&crate::api::time::format_rfc3339(*t))
 }
 
 /// The log and per-verb counters.

@@ -272,7 +272,7 @@ impl Store {
         meta.insert("uid".into(), json!(util::uuid4()));
         meta.insert(
             "creationTimestamp".into(),
-            json!(util::rfc3339(SystemTime::now())),
+            json!(crate::api::time::format_rfc3339(SystemTime::now())),
         );
         meta.insert("generation".into(), json!(1));
         let obj = Arc::new(obj);
@@ -319,7 +319,10 @@ impl Store {
         meta.insert("resourceVersion".into(), json!(rv.to_string()));
         for (k, v) in [
             ("uid", json!(util::uuid4())),
-            ("creationTimestamp", json!(util::rfc3339(SystemTime::now()))),
+            (
+                "creationTimestamp",
+                json!(crate::api::time::format_rfc3339(SystemTime::now())),
+            ),
             ("generation", json!(1)),
         ] {
             if meta.get(k).map_or(true, Value::is_null) {
@@ -513,7 +516,7 @@ impl Store {
         let type_ = if has_finalizers {
             meta.insert(
                 "deletionTimestamp".into(),
-                json!(util::rfc3339(SystemTime::now())),
+                json!(crate::api::time::format_rfc3339(SystemTime::now())),
             );
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
             EventType::Modified

@@ -1,38 +1,7 @@
-//! Small helpers: RFC 3339 timestamps, UIDs and a cheap random source (no extra crates).
+//! Small helpers: UIDs and a cheap random source (no extra crates).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Formats `t` as RFC 3339 UTC with second precision, as Kubernetes writes timestamps.
-pub(crate) fn rfc3339(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
-}
-
-/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
 
 static SEED: AtomicU64 = AtomicU64::new(0);
 
@@ -83,16 +52,6 @@ pub(crate) fn name_suffix() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn rfc3339_formats_known_instants() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        let t = UNIX_EPOCH + Duration::from_secs(951_782_400 + 3661); // 2000-02-29 01:01:01
-        assert_eq!(rfc3339(t), "2000-02-29T01:01:01Z");
-        let t = UNIX_EPOCH + Duration::from_secs(1_767_225_599); // 2025-12-31 23:59:59
-        assert_eq!(rfc3339(t), "2025-12-31T23:59:59Z");
-    }
 
     #[test]
     fn uuids_are_v4_shaped_and_distinct() {
