@@ -28,12 +28,22 @@ fn main() {
             println!("autoregister {}", env!("CARGO_PKG_VERSION"));
             exit::OK
         }
-        Ok(Command::Run(a)) => cli::run::run(&a),
-        Ok(Command::Plan(a)) => cli::plan::plan(&a),
+        Ok(Command::Run(a)) => report(cli::run::run(&a)),
+        Ok(Command::Plan(a)) => report(cli::plan::plan(&a)),
         Err(e) => {
             eprintln!("autoregister: {e}\n\n{}", args::USAGE);
             exit::USAGE
         }
     };
     std::process::exit(code);
+}
+
+/// The exit code of a command, printing its failure messages.
+fn report(result: Result<i32, cli::Failure>) -> i32 {
+    result.unwrap_or_else(|f| {
+        for m in &f.messages {
+            eprintln!("autoregister: {m}");
+        }
+        f.code
+    })
 }

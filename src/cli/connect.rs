@@ -3,19 +3,20 @@
 use autoregister::client::{Client, Config, ConnectOptions};
 
 use super::args::KubeArgs;
+use super::Failure;
 
-/// A client for the cluster the flags (or KUBECONFIG, ~/.kube/config, in-cluster) point at.
-/// Errors are messages for exit code 2.
-pub fn client(kube: &KubeArgs) -> Result<Client, String> {
+/// A client for the cluster the flags (or KUBECONFIG, ~/.kube/config, in-cluster) point at;
+/// a bad kubeconfig is a usage failure (exit 2).
+pub fn client(kube: &KubeArgs) -> Result<Client, Failure> {
     let opts = ConnectOptions {
         kubeconfig: kube.kubeconfig.clone(),
         context: kube.context.clone(),
         server: kube.server.clone(),
     };
-    let mut config = Config::infer(&opts).map_err(|e| e.to_string())?;
+    let mut config = Config::infer(&opts).map_err(|e| Failure::usage([e]))?;
     let (qps, burst) = kube.limits();
     config.qps = qps;
     config.burst = burst;
     log::info!("connecting to {} ({})", config.server, config.origin);
-    Client::new(config).map_err(|e| format!("cannot build the client: {e}"))
+    Client::new(config).map_err(|e| Failure::usage([format!("cannot build the client: {e}")]))
 }

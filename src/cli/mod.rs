@@ -16,3 +16,29 @@ pub mod exit {
     /// Bad usage, bad manifest or bad kubeconfig.
     pub const USAGE: i32 = 2;
 }
+
+/// Why a command stopped early: the exit code and the messages to print.
+pub struct Failure {
+    /// Process exit code.
+    pub code: i32,
+    /// One line each, printed to stderr.
+    pub messages: Vec<String>,
+}
+
+impl Failure {
+    /// Exit 2: bad usage, manifest or kubeconfig.
+    pub fn usage(messages: impl IntoIterator<Item = impl ToString>) -> Failure {
+        Failure {
+            code: exit::USAGE,
+            messages: messages.into_iter().map(|m| m.to_string()).collect(),
+        }
+    }
+
+    /// Exit 1: a runtime failure.
+    pub fn failed(message: impl ToString) -> Failure {
+        Failure {
+            code: exit::FAILED,
+            messages: vec![message.to_string()],
+        }
+    }
+}

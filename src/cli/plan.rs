@@ -9,26 +9,12 @@ use autoregister::controller::{decide, Current};
 use autoregister::runtime::reflector::list_all;
 
 use super::args::PlanArgs;
-use super::{connect, exit};
+use super::{connect, exit, Failure};
 
 /// Runs `plan`; returns the exit code.
-pub fn plan(args: &PlanArgs) -> i32 {
-    let desired = match load(&args.manifests) {
-        Ok(d) => d,
-        Err(errors) => {
-            for e in &errors {
-                eprintln!("autoregister: {e}");
-            }
-            return exit::USAGE;
-        }
-    };
-    let client = match connect::client(&args.kube) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("autoregister: {e}");
-            return exit::USAGE;
-        }
-    };
+pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
+    let desired = load(&args.manifests).map_err(Failure::usage)?;
+    let client = connect::client(&args.kube)?;
     let api: Api<APIService> = Api::all(client);
     let existing: BTreeMap<String, APIService> = match list_all(&api, 500, None, &|| false) {
         Ok(listed) => listed
@@ -36,10 +22,7 @@ pub fn plan(args: &PlanArgs) -> i32 {
             .flat_map(|l| l.items)
             .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
             .collect(),
-        Err(e) => {
-            eprintln!("autoregister: cannot list APIServices: {e}");
-            return exit::FAILED;
-        }
+        Err(e) => return Err(Failure::failed(format!("cannot list APIServices: {e}"))),
     };
     let names: BTreeSet<&String> = desired.keys().chain(existing.keys()).collect();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -73,5 +56,5 @@ pub fn plan(args: &PlanArgs) -> i32 {
             summary.join(", ")
         }
     );
-    exit::OK
+    Ok(exit::OK)
 }

@@ -10,35 +10,21 @@ use crossbeam_channel::{select, tick};
 use log::{error, info, warn};
 
 use super::args::RunArgs;
-use super::{connect, exit, signals};
+use super::{connect, exit, signals, Failure};
 
 /// How often PATH is checked for changes.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);
 
 /// Runs `run`; returns the exit code.
-pub fn run(args: &RunArgs) -> i32 {
+pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     let mut manifests = ManifestSet::new(&args.manifests);
     let loaded = manifests.reload();
     if !loaded.errors.is_empty() {
-        for e in &loaded.errors {
-            eprintln!("autoregister: {e}");
-        }
-        return exit::USAGE;
+        return Err(Failure::usage(loaded.errors));
     }
-    let client = match connect::client(&args.kube) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("autoregister: {e}");
-            return exit::USAGE;
-        }
-    };
-    let stop = match signals::stop_channel() {
-        Ok(rx) => rx,
-        Err(e) => {
-            eprintln!("autoregister: cannot install signal handlers: {e}");
-            return exit::FAILED;
-        }
-    };
+    let client = connect::client(&args.kube)?;
+    let stop = signals::stop_channel()
+        .map_err(|e| Failure::failed(format!("cannot install signal handlers: {e}")))?;
     let controller = Controller::new(
         client,
         ControllerOptions {
@@ -62,7 +48,7 @@ pub fn run(args: &RunArgs) -> i32 {
     };
     controller.shutdown();
     info!("stopped");
-    code
+    Ok(code)
 }
 
 /// `--once`: converge and exit 0, or exit 1 naming what failed after `--timeout`.
