@@ -653,3 +653,30 @@ fn shutdown_is_prompt_while_the_first_list_hangs() {
     h.ctl.shutdown();
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
 }
+
+#[test]
+fn start_after_shutdown_starts_nothing() {
+    let _guard = exclusive();
+    assert_gone("before the test");
+    let server = TestServer::start();
+    let ctl = Controller::new(
+        Client::new(server.client_config()).unwrap(),
+        ControllerOptions::default(),
+    );
+    ctl.add_api_service_to_sync(svc("a.example.com", 10));
+    ctl.shutdown();
+    ctl.start();
+    assert!(!ctl.wait_until_synced(Duration::from_millis(100)));
+    // An absence has no event to wait for: watch a window long enough for a reflector to
+    // name itself and list a loopback server many times over.
+    let window = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < window {
+        let threads = controller_threads();
+        assert!(threads.is_empty(), "{:?}", names(&threads));
+        assert_eq!(server.count("list"), 0);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(server
+        .get_object("apiservices", None, "v1.a.example.com")
+        .is_none());
+}

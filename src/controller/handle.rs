@@ -192,9 +192,12 @@ impl Controller {
         Err(inner.pending())
     }
 
-    /// Stops every thread this controller started and waits for them.
+    /// Stops every thread this controller started and waits for them; a later
+    /// [`start`](Self::start) does nothing.
     pub fn shutdown(&self) {
         let mut threads = self.inner.threads.lock();
+        // A start after shutdown must not spawn threads no later shutdown would stop.
+        threads.started = true;
         if let Some(r) = &threads.reflector {
             r.stop();
         }
