@@ -680,3 +680,27 @@ fn start_after_shutdown_starts_nothing() {
         .get_object("apiservices", None, "v1.a.example.com")
         .is_none());
 }
+
+#[test]
+fn a_throttled_write_is_retried_after_the_servers_retry_after() {
+    let h = Harness::new();
+    let name = "v1.a.example.com";
+    h.server.faults().set_retry_after(1);
+    h.server.faults().fail_next_verb(Some("create"), 1, 429);
+    h.ctl.add_api_service_to_sync(svc("a.example.com", 10));
+    h.start();
+    h.converge();
+    let creates: Vec<_> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "create" && r.name.as_deref() == Some(name))
+        .collect();
+    assert_eq!(
+        creates.iter().map(|r| r.code).collect::<Vec<_>>(),
+        [429, 201]
+    );
+    let gap = creates[1].time.duration_since(creates[0].time).unwrap();
+    // Not the 5 ms per-key backoff: the server asked for a second.
+    assert!(gap >= Duration::from_millis(900), "retried after {gap:?}");
+}
