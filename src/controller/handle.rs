@@ -152,21 +152,29 @@ impl Controller {
         }
     }
 
-    /// Waits until the cache has synced; false on timeout.
+    /// Waits until the cache has synced; false on timeout or shutdown.
     pub fn wait_until_synced(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        self.inner
+        let inner = &self.inner;
+        let synced = || inner.state.at_start().is_some();
+        // Shutdown ends the wait: the cache will never sync after it.
+        inner
             .state
-            .wait_until(deadline, || self.inner.state.at_start().is_some())
+            .wait_until(deadline, || synced() || inner.queue.is_shutting_down());
+        synced()
     }
 
     /// Waits until every desired name, and every managed name present at start, has synced
-    /// successfully once; on timeout returns what is still pending and why.
+    /// successfully once; on timeout or shutdown returns what is still pending and why.
     pub fn wait_converged(&self, timeout: Duration) -> Result<(), Vec<Pending>> {
         let deadline = Instant::now() + timeout;
         let inner = &self.inner;
         let done = || inner.state.at_start().is_some() && inner.pending().is_empty();
-        if inner.state.wait_until(deadline, done) {
+        // Shutdown ends the wait: nothing syncs after it.
+        inner
+            .state
+            .wait_until(deadline, || done() || inner.queue.is_shutting_down());
+        if done() {
             return Ok(());
         }
         if inner.state.at_start().is_none() {
@@ -184,9 +192,12 @@ impl Controller {
         Err(inner.pending())
     }
 
-    /// Stops every thread this controller started and waits for them.
+    /// Stops every thread this controller started and waits for them; a later
+    /// [`start`](Self::start) does nothing.
     pub fn shutdown(&self) {
         let mut threads = self.inner.threads.lock();
+        // A start after shutdown must not spawn threads no later shutdown would stop.
+        threads.started = true;
         if let Some(r) = &threads.reflector {
             r.stop();
         }
