@@ -24,6 +24,7 @@ static:
 bench:
 	$(CARGO) bench --bench workqueue
 	$(CARGO) bench --features testing --bench testserver
+	$(CARGO) bench --features testing --bench controller
 
 fmt:
 	$(CARGO) fmt --all
