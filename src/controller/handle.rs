@@ -48,6 +48,9 @@ pub struct Pending {
 }
 
 /// The autoregister controller; a cheap, `Clone + Send + Sync` handle.
+///
+/// Threads started by [`start`](Self::start) run until [`shutdown`](Self::shutdown):
+/// dropping the handles does not stop them.
 #[derive(Clone)]
 pub struct Controller {
     inner: Arc<Inner>,
