@@ -10,6 +10,7 @@
 pub mod api;
 pub mod client;
 pub mod controller;
+pub mod ops;
 pub mod runtime;
 #[cfg(feature = "testing")]
 pub mod testserver;

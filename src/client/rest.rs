@@ -2,12 +2,13 @@
 
 use std::io::Read;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ureq::http;
 
 use super::auth::Authenticator;
 use super::config::Config;
+use super::metrics::{host_label, RestMetrics, ERROR_CODE};
 use super::ratelimit::TokenBucket;
 use super::transport::{Canceller, Transport};
 use super::Error;
@@ -35,6 +36,9 @@ struct Inner {
     transport: Transport,
     auth: Authenticator,
     limiter: TokenBucket,
+    metrics: Arc<RestMetrics>,
+    /// `host` label of the metrics: the server URL's authority.
+    host: String,
 }
 
 /// HTTP verbs the client uses.
@@ -47,6 +51,16 @@ pub(crate) enum Verb {
 }
 
 impl Verb {
+    /// The verb as the `method`/`verb` metric labels spell it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+            Verb::Put => "PUT",
+            Verb::Delete => "DELETE",
+        }
+    }
+
     fn method(self) -> http::Method {
         match self {
             Verb::Get => http::Method::GET,
@@ -63,12 +77,15 @@ impl Client {
         let transport = Transport::new(&config)?;
         let auth = Authenticator::new(&config)?;
         let limiter = TokenBucket::new(config.qps, config.burst);
+        let host = host_label(&config.server);
         Ok(Client {
             inner: Arc::new(Inner {
                 config,
                 transport,
                 auth,
                 limiter,
+                metrics: Arc::new(RestMetrics::new()),
+                host,
             }),
             max_body_bytes: MAX_BODY_BYTES,
         })
@@ -83,6 +100,11 @@ impl Client {
     /// The configuration this client was built from.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// Request counts and latencies of this client and all its clones (for `/metrics`).
+    pub fn metrics(&self) -> &Arc<RestMetrics> {
+        &self.inner.metrics
     }
 
     /// Sends a request and returns the body of a 2xx answer (at most the body limit).
@@ -165,10 +187,23 @@ impl Client {
             }
             // No body at all (not an empty one) on GET: ureq would otherwise send
             // `Content-Length: 0`, which some proxies reject on a GET.
-            let resp = match body.as_deref() {
-                Some(b) => run_one(agent, builder.body(b), deadline, &url)?,
-                None => run_one(agent, builder.body(()), deadline, &url)?,
+            let started = Instant::now();
+            let result = match body.as_deref() {
+                Some(b) => run_one(agent, builder.body(b), deadline, &url),
+                None => run_one(agent, builder.body(()), deadline, &url),
             };
+            // Every attempt is counted, with "<error>" when no answer came (as client-go).
+            let code_label = match &result {
+                Ok(resp) => resp.status().as_str().to_string(),
+                Err(_) => ERROR_CODE.to_string(),
+            };
+            self.inner.metrics.observe(
+                &code_label,
+                verb.as_str(),
+                &self.inner.host,
+                started.elapsed(),
+            );
+            let resp = result?;
             let code = resp.status().as_u16();
             if (200..300).contains(&code) {
                 return Ok(resp);

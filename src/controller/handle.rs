@@ -15,7 +15,7 @@ use crate::api::APIService;
 use crate::client::{Api, Client};
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
-use crate::runtime::workqueue::RateLimitingQueue;
+use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
 
 /// Name of the workqueue (the `name` label of its metrics), as upstream.
 pub const QUEUE_NAME: &str = "autoregister";
@@ -193,6 +193,21 @@ impl Controller {
                 .collect());
         }
         Err(inner.pending())
+    }
+
+    /// Whether the APIService cache has completed its first full list (readiness).
+    pub fn is_synced(&self) -> bool {
+        self.inner.store.has_synced()
+    }
+
+    /// The workqueue's metrics (queue name [`QUEUE_NAME`]), for `/metrics`.
+    pub fn queue_metrics(&self) -> Arc<QueueMetrics> {
+        self.inner.queue.metrics().clone()
+    }
+
+    /// The REST client this controller talks through (its metrics, its config).
+    pub fn client(&self) -> &Client {
+        self.inner.api.client()
     }
 
     /// Stops every thread this controller started and waits for them; a later

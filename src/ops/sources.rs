@@ -1,0 +1,62 @@
+//! What the operations endpoint reports: metric sources and readiness checks.
+
+use std::sync::Arc;
+
+use super::health::ReadyCheck;
+use super::metrics::MetricsSource;
+use crate::controller::Controller;
+
+/// The metric sources and readiness checks an [`OpsServer`](super::OpsServer) serves.
+#[derive(Clone, Default)]
+pub struct OpsSources {
+    pub(crate) metrics: Vec<Arc<dyn MetricsSource>>,
+    pub(crate) checks: Vec<(String, ReadyCheck)>,
+}
+
+impl OpsSources {
+    /// Nothing to report: `/metrics` is empty and `/readyz` always ready.
+    pub fn new() -> Self {
+        OpsSources::default()
+    }
+
+    /// The controller's workqueue and REST client metrics, and readiness once its cache synced.
+    pub fn for_controller(controller: &Controller) -> Self {
+        let c = controller.clone();
+        OpsSources::new()
+            .metrics(controller.queue_metrics())
+            .metrics(controller.client().metrics().clone())
+            .readiness_check("apiservice-cache-synced", move || {
+                if c.is_synced() {
+                    Ok(())
+                } else {
+                    Err("the APIService cache has not synced yet".into())
+                }
+            })
+    }
+
+    /// Adds a metric source to `/metrics`.
+    pub fn metrics(mut self, source: Arc<dyn MetricsSource>) -> Self {
+        self.metrics.push(source);
+        self
+    }
+
+    /// Adds a named readiness check to `/readyz` (e.g. "leader"); all checks must pass.
+    pub fn readiness_check(
+        mut self,
+        name: &str,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.checks.push((name.to_string(), Arc::new(check)));
+        self
+    }
+}
+
+impl std::fmt::Debug for OpsSources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let checks: Vec<&str> = self.checks.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("OpsSources")
+            .field("metrics", &self.metrics.len())
+            .field("checks", &checks)
+            .finish()
+    }
+}
