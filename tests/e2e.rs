@@ -12,6 +12,9 @@ use autoregister::client::{Api, Client};
 use autoregister::testserver::TestServer;
 use serde_json::{json, Value};
 
+#[path = "support/promtext.rs"]
+mod promtext;
+
 const LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -618,4 +621,68 @@ fn bad_manifest_or_kubeconfig_exits_2_naming_the_file() {
 
     let (code, log) = Proc::spawn(&["run", "--bogus"]).wait_exit(WAIT);
     assert_eq!(code, 2, "{log}");
+}
+
+/// A plain HTTP GET; returns status code and body.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+#[test]
+fn health_addr_serves_health_readiness_and_metrics() {
+    let server = TestServer::start();
+    let s = Scratch::new("ops");
+    s.write("a.yaml", &manifest("a.example.com", None, 10));
+    let p = Proc::run(&server, &s, &["--health-addr", "127.0.0.1:0"]);
+    p.wait_log("serving /healthz, /readyz, /metrics on ");
+    let log = p.log();
+    let addr = log
+        .split("serving /healthz, /readyz, /metrics on ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(wait_until(|| stored(&server, "v1.a.example.com").is_some()));
+    assert_eq!(http_get(&addr, "/healthz").0, 200);
+    assert!(wait_until(|| http_get(&addr, "/readyz").0 == 200));
+    let (code, body) = http_get(&addr, "/metrics");
+    assert_eq!(code, 200);
+    let metrics =
+        promtext::parse(&body).unwrap_or_else(|e| panic!("invalid exposition: {e}\n{body}"));
+    let adds = metrics
+        .value("workqueue_adds_total", &[("name", "autoregister")])
+        .unwrap_or(0.0);
+    assert!(adds >= 1.0, "{body}");
+    let created = metrics
+        .all("rest_client_requests_total")
+        .iter()
+        .filter(|s| {
+            s.labels.get("method").map(String::as_str) == Some("POST")
+                && s.labels.get("code").map(String::as_str) == Some("201")
+        })
+        .map(|s| s.value)
+        .sum::<f64>();
+    assert_eq!(created, 1.0, "{body}");
+    assert_eq!(http_get(&addr, "/nope").0, 404);
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
 }

@@ -12,7 +12,7 @@ pub const USAGE: &str = "\
 usage:
   autoregister run  --manifests PATH [--once] [--timeout DUR] [--workers N]
                     [--kubeconfig FILE] [--context NAME] [--server URL]
-                    [--qps F] [--burst N] [--resync DUR]
+                    [--qps F] [--burst N] [--resync DUR] [--health-addr ADDR]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
   autoregister version
 
@@ -61,6 +61,8 @@ pub struct RunArgs {
     pub workers: usize,
     /// `--resync`.
     pub resync: Option<Duration>,
+    /// `--health-addr`: where to serve /healthz, /readyz and /metrics.
+    pub health_addr: Option<String>,
     /// Connection flags.
     pub kube: KubeArgs,
 }
@@ -92,6 +94,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut timeout = Duration::from_secs(60);
     let mut workers = 2usize;
     let mut resync = None;
+    let mut health_addr = None;
     let mut kube = KubeArgs::default();
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         let run_only = |name: &str| {
@@ -152,6 +155,10 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                     duration::parse(&value(&mut parser)?).map_err(|e| format!("--resync: {e}"))?;
                 resync = (!d.is_zero()).then_some(d);
             }
+            Long("health-addr") => {
+                run_only("health-addr")?;
+                health_addr = Some(value(&mut parser)?);
+            }
             other => return Err(other.unexpected().to_string()),
         }
     }
@@ -166,6 +173,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             timeout,
             workers,
             resync,
+            health_addr,
             kube,
         })
     } else {
@@ -214,6 +222,7 @@ mod tests {
         assert_eq!(r.resync, Some(Duration::from_secs(60)));
         assert_eq!(r.kube.server.as_deref(), Some("http://x"));
         assert_eq!(r.kube.limits(), (0.0, 7));
+        assert_eq!(r.health_addr.as_deref(), Some("127.0.0.1:0"));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use autoregister::controller::decision::{Desired, SyncMode};
 use autoregister::controller::manifests::{fingerprint, ManifestSet};
 use autoregister::controller::{Controller, ControllerOptions};
+use autoregister::ops::{OpsServer, OpsSources};
 use crossbeam_channel::{select, tick};
 use log::{error, info, warn};
 
@@ -34,6 +35,19 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     );
     let mut applied = BTreeMap::new();
     apply(&controller, &mut applied, loaded.desired);
+    // Serving before start lets /readyz answer 503 while the cache syncs.
+    let ops = match &args.health_addr {
+        Some(addr) => {
+            let server = OpsServer::start(addr, OpsSources::for_controller(&controller))
+                .map_err(|e| Failure::failed(format!("cannot serve --health-addr {addr}: {e}")))?;
+            info!(
+                "serving /healthz, /readyz, /metrics on {}",
+                server.local_addr()
+            );
+            Some(server)
+        }
+        None => None,
+    };
     controller.start();
     info!(
         "started: {} desired APIServices, {} workers",
@@ -46,6 +60,9 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     } else {
         keep_running(&controller, &mut manifests, &mut applied, &stop)
     };
+    if let Some(ops) = ops {
+        ops.shutdown();
+    }
     controller.shutdown();
     info!("stopped");
     Ok(code)
