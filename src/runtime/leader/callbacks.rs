@@ -1,11 +1,16 @@
 //! What the elector calls when leadership starts, ends or moves.
 
+/// A hook without arguments.
+type Hook = Box<dyn Fn() + Send>;
+/// A hook told the new holder's identity.
+type HolderHook = Box<dyn Fn(&str) + Send>;
+
 /// Hooks run on the elector thread; each must return promptly (a slow hook delays renewals).
 #[derive(Default)]
 pub struct LeaderCallbacks {
-    pub(super) started: Option<Box<dyn Fn() + Send>>,
-    pub(super) stopped: Option<Box<dyn Fn() + Send>>,
-    pub(super) new_leader: Option<Box<dyn Fn(&str) + Send>>,
+    pub(super) started: Option<Hook>,
+    pub(super) stopped: Option<Hook>,
+    pub(super) new_leader: Option<HolderHook>,
 }
 
 impl LeaderCallbacks {
