@@ -300,9 +300,10 @@ impl Run {
             "leader election: {} lost lease {}: {why}",
             self.identity, self.name
         );
-        // The receiver lives in the handle; a send error only means nobody listens.
-        let _ = self.shared.lost_tx.send(());
         self.callbacks.stopped();
+        // After the hook, so a listener knows it has run. The receiver lives in the handle;
+        // a send error only means nobody listens.
+        let _ = self.shared.lost_tx.send(());
     }
 
     /// Stops: leadership ends before the release is written, so no moment has two leaders.

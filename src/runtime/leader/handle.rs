@@ -124,7 +124,8 @@ impl LeaderHandle {
 
     /// Receives one `()` when leadership is lost against our will (renew deadline passed, or
     /// the lease was taken); never on [`release_and_stop`](Self::release_and_stop) or
-    /// [`stop`](Self::stop). After a loss the elector does not compete again.
+    /// [`stop`](Self::stop). Sent after `on_stopped_leading` has run. After a loss the elector
+    /// does not compete again.
     pub fn lost(&self) -> Receiver<()> {
         self.lost_rx.clone()
     }
