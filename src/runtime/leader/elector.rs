@@ -88,8 +88,8 @@ struct Run {
 
 /// How one attempt ended.
 enum Outcome {
-    /// We hold the lease, freshly written.
-    Holding,
+    /// We hold the lease, freshly written by a request sent at this instant.
+    Holding(Instant),
     /// Someone else holds it, or a race was lost; try again later.
     NotHolding,
     /// We were leading and someone else holds it now.
@@ -124,11 +124,13 @@ impl Run {
                 return None;
             }
         }
-        match self.attempt(start) {
-            Ok(Outcome::Holding) => {
+        match self.attempt() {
+            // Counted from when the write was sent, the safe side: others count their lease
+            // duration from a moment after the write.
+            Ok(Outcome::Holding(sent)) => {
                 let first = self.last_renew.is_none();
-                self.last_renew = Some(start);
-                let until = start + self.config.renew_deadline;
+                self.last_renew = Some(sent);
+                let until = sent + self.config.renew_deadline;
                 self.shared.update(|s| s.leading_until = Some(until));
                 if first {
                     info!(
@@ -169,16 +171,16 @@ impl Run {
     }
 
     /// Reads (unless renewing from what we wrote), decides and writes.
-    fn attempt(&mut self, start: Instant) -> Result<Outcome, Error> {
-        let api = self.timed_api(start);
+    fn attempt(&mut self) -> Result<Outcome, Error> {
         let leading = self.last_renew.is_some();
         // Fast path: a leader renews from the object it wrote, without a read. A conflict
         // means the object changed under us: read it and decide.
         if let (true, Some(lease)) = (leading, &self.lease) {
             let mut next = lease.clone();
             next.spec = self.record(&Decision::Renew, &lease.spec);
-            match api.update(&next) {
-                Ok(written) => return Ok(self.wrote(written)),
+            let sent = Instant::now();
+            match self.timed_api(sent).update(&next) {
+                Ok(written) => return Ok(self.wrote(written, sent)),
                 Err(e) if e.is_conflict() => {
                     debug!(
                         "leader election: renewal of {} conflicted; re-reading",
@@ -188,7 +190,7 @@ impl Run {
                 Err(e) => return Err(e),
             }
         }
-        match api.get(&self.name) {
+        match self.timed_api(Instant::now()).get(&self.name) {
             Ok(lease) => {
                 let observed = Observed::after_read(
                     self.observed.as_ref(),
@@ -215,8 +217,12 @@ impl Run {
         match decision {
             Decision::Create => {
                 let spec = self.record(&decision, &LeaseSpec::default());
-                match api.create(&Lease::new(self.name.clone(), spec)) {
-                    Ok(written) => Ok(self.wrote(written)),
+                let sent = Instant::now();
+                match self
+                    .timed_api(sent)
+                    .create(&Lease::new(self.name.clone(), spec))
+                {
+                    Ok(written) => Ok(self.wrote(written, sent)),
                     // Another candidate created it first; read it next time.
                     Err(e) if e.is_already_exists() || e.is_conflict() => Ok(Outcome::NotHolding),
                     Err(e) => Err(e),
@@ -227,8 +233,9 @@ impl Run {
                     return Ok(Outcome::NotHolding);
                 };
                 next.spec = self.record(&decision, &next.spec);
-                match api.update(&next) {
-                    Ok(written) => Ok(self.wrote(written)),
+                let sent = Instant::now();
+                match self.timed_api(sent).update(&next) {
+                    Ok(written) => Ok(self.wrote(written, sent)),
                     // A normal race: someone wrote between our read and our write.
                     Err(e) if e.is_conflict() => Ok(Outcome::NotHolding),
                     Err(e) => Err(e),
@@ -247,14 +254,14 @@ impl Run {
     }
 
     /// Records a successful write of ours.
-    fn wrote(&mut self, written: Lease) -> Outcome {
+    fn wrote(&mut self, written: Lease, sent: Instant) -> Outcome {
         self.saw_holder(written.spec.holder());
         self.observed = Some(Observed {
             spec: written.spec.clone(),
             at: Instant::now(),
         });
         self.lease = Some(written);
-        Outcome::Holding
+        Outcome::Holding(sent)
     }
 
     fn record(&self, decision: &Decision, current: &LeaseSpec) -> LeaseSpec {
@@ -267,7 +274,8 @@ impl Run {
         )
     }
 
-    /// The API with a request timeout that never carries a leader past its renew deadline.
+    /// The API for a request sent at `now`, with a timeout that never carries a leader past
+    /// its renew deadline.
     fn timed_api(&self, now: Instant) -> Api<Lease> {
         let mut timeout = self.config.request_timeout();
         if let Some(last) = self.last_renew {
