@@ -130,13 +130,15 @@ impl Run {
             Ok(Outcome::Holding(sent)) => {
                 let first = self.last_renew.is_none();
                 self.last_renew = Some(sent);
-                let until = sent + self.config.renew_deadline;
-                self.shared.update(|s| s.leading_until = Some(until));
                 if first {
                     info!(
                         "leader election: {} acquired lease {}",
                         self.identity, self.name
                     );
+                }
+                let until = sent + self.config.renew_deadline;
+                self.shared.update(|s| s.leading_until = Some(until));
+                if first {
                     self.callbacks.started();
                 }
             }
