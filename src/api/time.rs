@@ -8,11 +8,27 @@ pub fn format_rfc3339(t: SystemTime) -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    format!("{}Z", date_time(secs))
+}
+
+/// Formats `t` as a `metav1.MicroTime`: RFC 3339 UTC with exactly six fractional digits
+/// (Go layout `2006-01-02T15:04:05.000000Z07:00`), as Lease `acquireTime`/`renewTime` are written.
+pub fn format_rfc3339_micro(t: SystemTime) -> String {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    format!(
+        "{}.{:06}Z",
+        date_time(since.as_secs()),
+        since.subsec_micros()
+    )
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` of `secs` since the epoch, UTC.
+fn date_time(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
         rem / 3600,
         (rem / 60) % 60,
         rem % 60
@@ -115,6 +131,19 @@ mod tests {
         assert_eq!(format_rfc3339(t), "2000-02-29T01:01:01Z");
         let t = UNIX_EPOCH + Duration::from_secs(1_767_225_599); // 2025-12-31 23:59:59
         assert_eq!(format_rfc3339(t), "2025-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn micro_time_has_six_fraction_digits_and_round_trips() {
+        assert_eq!(
+            format_rfc3339_micro(UNIX_EPOCH),
+            "1970-01-01T00:00:00.000000Z"
+        );
+        let t = UNIX_EPOCH + Duration::new(1_709_210_096, 7_654_321); // 2024-02-29 12:34:56.007654321
+        assert_eq!(format_rfc3339_micro(t), "2024-02-29T12:34:56.007654Z");
+        // Parsing gives back the instant truncated to microseconds.
+        let back = parse_rfc3339(&format_rfc3339_micro(t)).unwrap();
+        assert_eq!(back, UNIX_EPOCH + Duration::new(1_709_210_096, 7_654_000));
     }
 
     fn at(s: &str) -> u64 {

@@ -29,6 +29,8 @@ pub struct Client {
     /// Per-handle so a test (or a caller expecting huge lists) can change it without
     /// touching the shared pool.
     max_body_bytes: u64,
+    /// Per-handle override of `Config::timeout` (leader election bounds its requests tighter).
+    timeout: Option<Duration>,
 }
 
 struct Inner {
@@ -88,12 +90,20 @@ impl Client {
                 host,
             }),
             max_body_bytes: MAX_BODY_BYTES,
+            timeout: None,
         })
     }
 
     /// This client with a different limit on non-watch answers (default [`MAX_BODY_BYTES`]).
     pub fn with_max_body_bytes(mut self, limit: u64) -> Client {
         self.max_body_bytes = limit;
+        self
+    }
+
+    /// This client with a different total time for one non-watch request (default
+    /// `Config::timeout`); shares the connection pool, credentials and rate limiter.
+    pub fn with_timeout(mut self, timeout: Duration) -> Client {
+        self.timeout = Some(timeout);
         self
     }
 
@@ -116,7 +126,7 @@ impl Client {
     ) -> Result<Vec<u8>, Error> {
         let agent = self.inner.transport.agent();
         let deadline = Deadline {
-            total: self.inner.config.timeout,
+            total: self.timeout.unwrap_or(self.inner.config.timeout),
             head: None,
         };
         let resp = self.execute(agent, verb, path, body, deadline)?;

@@ -89,6 +89,12 @@ impl<K: Resource> Api<K> {
         }
     }
 
+    /// This handle with a different total time for each non-watch request.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.client = self.client.with_timeout(timeout);
+        self
+    }
+
     /// The client under this handle.
     pub fn client(&self) -> &Client {
         &self.client

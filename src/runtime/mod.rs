@@ -1,7 +1,8 @@
-//! Controller machinery: reflector and cache, workqueue with backoff, clocks.
+//! Controller machinery: reflector and cache, workqueue with backoff, clocks, leader election.
 
 pub mod backoff;
 pub mod clock;
+pub mod leader;
 pub mod prng;
 pub mod reflector;
 pub mod store;
