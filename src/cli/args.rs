@@ -13,6 +13,7 @@ usage:
   autoregister run  --manifests PATH [--once] [--timeout DUR] [--workers N]
                     [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--qps F] [--burst N] [--resync DUR] [--health-addr ADDR]
+                    [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
   autoregister version
 
@@ -63,6 +64,12 @@ pub struct RunArgs {
     pub resync: Option<Duration>,
     /// `--health-addr`: where to serve /healthz, /readyz and /metrics.
     pub health_addr: Option<String>,
+    /// `--leader-elect`: run only while holding the Lease.
+    pub leader_elect: bool,
+    /// `--lease-namespace` (default `kube-system`).
+    pub lease_namespace: String,
+    /// `--lease-name` (default `autoregister`).
+    pub lease_name: String,
     /// Connection flags.
     pub kube: KubeArgs,
 }
@@ -95,6 +102,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut workers = 2usize;
     let mut resync = None;
     let mut health_addr = None;
+    let mut leader_elect = false;
+    let mut lease_namespace = "kube-system".to_string();
+    let mut lease_name = "autoregister".to_string();
     let mut kube = KubeArgs::default();
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         let run_only = |name: &str| {
@@ -159,6 +169,18 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 run_only("health-addr")?;
                 health_addr = Some(value(&mut parser)?);
             }
+            Long("leader-elect") => {
+                run_only("leader-elect")?;
+                leader_elect = true;
+            }
+            Long("lease-namespace") => {
+                run_only("lease-namespace")?;
+                lease_namespace = value(&mut parser)?;
+            }
+            Long("lease-name") => {
+                run_only("lease-name")?;
+                lease_name = value(&mut parser)?;
+            }
             other => return Err(other.unexpected().to_string()),
         }
     }
@@ -174,6 +196,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             workers,
             resync,
             health_addr,
+            leader_elect,
+            lease_namespace,
+            lease_name,
             kube,
         })
     } else {

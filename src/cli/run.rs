@@ -3,11 +3,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use autoregister::api::Lease;
+use autoregister::client::{Api, Client};
 use autoregister::controller::decision::{Desired, SyncMode};
 use autoregister::controller::manifests::{fingerprint, ManifestSet};
 use autoregister::controller::{Controller, ControllerOptions};
 use autoregister::ops::{OpsServer, OpsSources};
-use crossbeam_channel::{select, tick};
+use autoregister::runtime::leader::{
+    default_identity, LeaderCallbacks, LeaderConfig, LeaderElector, LeaderHandle,
+};
+use crossbeam_channel::{never, select, tick, Receiver};
 use log::{error, info, warn};
 
 use super::args::RunArgs;
@@ -15,6 +20,9 @@ use super::{connect, exit, signals, Failure};
 
 /// How often PATH is checked for changes.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);
+
+/// How often the wait for leadership looks for a stop signal.
+const LEADER_WAIT_SLICE: Duration = Duration::from_millis(200);
 
 /// Runs `run`; returns the exit code.
 pub fn run(args: &RunArgs) -> Result<i32, Failure> {
@@ -33,9 +41,8 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
             resync: args.resync,
         },
     );
-    let mut applied = BTreeMap::new();
-    apply(&controller, &mut applied, loaded.desired);
-    // Serving before start lets /readyz answer 503 while the cache syncs.
+    // Serving before leader election and start: a standby replica must answer its probes,
+    // and /readyz says 503 while the cache syncs.
     let ops = match &args.health_addr {
         Some(addr) => {
             let server = OpsServer::start(addr, OpsSources::for_controller(&controller))
@@ -48,6 +55,25 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         }
         None => None,
     };
+    // A standby starts no controller threads and writes nothing; a signal still ends the wait.
+    let leader = if args.leader_elect {
+        match become_leader(args, controller.client(), &stop)? {
+            Some(handle) => Some(handle),
+            None => {
+                info!("signal received before becoming leader, stopping");
+                if let Some(ops) = ops {
+                    ops.shutdown();
+                }
+                controller.shutdown();
+                return Ok(exit::OK);
+            }
+        }
+    } else {
+        None
+    };
+    let lost = leader.as_ref().map_or_else(never, LeaderHandle::lost);
+    let mut applied = BTreeMap::new();
+    apply(&controller, &mut applied, loaded.desired);
     controller.start();
     info!(
         "started: {} desired APIServices, {} workers",
@@ -56,20 +82,24 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     );
 
     let code = if args.once {
-        once(args, &controller, &stop)
+        once(args, &controller, &stop, &lost)
     } else {
-        keep_running(&controller, &mut manifests, &mut applied, &stop)
+        keep_running(&controller, &mut manifests, &mut applied, &stop, &lost)
     };
     if let Some(ops) = ops {
         ops.shutdown();
     }
     controller.shutdown();
+    // Only once the controller no longer writes: the release lets a successor start at once.
+    if let Some(handle) = &leader {
+        handle.release_and_stop();
+    }
     info!("stopped");
     Ok(code)
 }
 
 /// `--once`: converge and exit 0, or exit 1 naming what failed after `--timeout`.
-fn once(args: &RunArgs, controller: &Controller, stop: &crossbeam_channel::Receiver<i32>) -> i32 {
+fn once(args: &RunArgs, controller: &Controller, stop: &Receiver<i32>, lost: &Receiver<()>) -> i32 {
     // Wait in short slices so a signal still ends the run promptly.
     let deadline = std::time::Instant::now() + args.timeout;
     loop {
@@ -94,6 +124,10 @@ fn once(args: &RunArgs, controller: &Controller, stop: &crossbeam_channel::Recei
             info!("signal received, stopping");
             return exit::OK;
         }
+        if lost.try_recv().is_ok() {
+            error!("leader election lost; exiting so a restart competes afresh");
+            return exit::FAILED;
+        }
     }
 }
 
@@ -102,7 +136,8 @@ fn keep_running(
     controller: &Controller,
     manifests: &mut ManifestSet,
     applied: &mut BTreeMap<String, Desired>,
-    stop: &crossbeam_channel::Receiver<i32>,
+    stop: &Receiver<i32>,
+    lost: &Receiver<()>,
 ) -> i32 {
     let ticker = tick(MANIFEST_POLL);
     let mut seen = fingerprint(manifests.path());
@@ -111,6 +146,10 @@ fn keep_running(
             recv(stop) -> _ => {
                 info!("signal received, stopping");
                 return exit::OK;
+            }
+            recv(lost) -> _ => {
+                error!("leader election lost; exiting so a restart competes afresh");
+                return exit::FAILED;
             }
             recv(ticker) -> _ => {
                 let now = fingerprint(manifests.path());
@@ -124,6 +163,42 @@ fn keep_running(
                 }
                 apply(controller, applied, loaded.desired);
             }
+        }
+    }
+}
+
+/// `--leader-elect`: competes for the Lease and blocks until this process leads.
+/// `Ok(None)`: a signal came first (a lease won meanwhile is released).
+fn become_leader(
+    args: &RunArgs,
+    client: &Client,
+    stop: &Receiver<i32>,
+) -> Result<Option<LeaderHandle>, Failure> {
+    // Its own client (rate limiter, connections), as client-go-based controllers do:
+    // renewals must not queue behind the controller's writes.
+    let lease_client = Client::new(client.config().clone())
+        .map_err(|e| Failure::failed(format!("cannot build the leader-election client: {e}")))?;
+    let identity = default_identity();
+    let handle = LeaderElector::start(
+        Api::<Lease>::namespaced(lease_client, &args.lease_namespace),
+        &args.lease_name,
+        identity.clone(),
+        LeaderConfig::default(),
+        LeaderCallbacks::new(),
+    )
+    .map_err(|e| Failure::failed(format!("cannot start leader election: {e}")))?;
+    info!(
+        "leader election: waiting for lease {}/{} as {identity}",
+        args.lease_namespace, args.lease_name
+    );
+    loop {
+        if handle.wait_until_leader(LEADER_WAIT_SLICE) {
+            info!("leader election: leading as {identity}");
+            return Ok(Some(handle));
+        }
+        if stop.try_recv().is_ok() {
+            handle.release_and_stop();
+            return Ok(None);
         }
     }
 }

@@ -195,6 +195,11 @@ impl Controller {
         Err(inner.pending())
     }
 
+    /// Whether [`start`](Self::start) has been called.
+    pub fn is_started(&self) -> bool {
+        self.inner.threads.lock().started
+    }
+
     /// Whether the APIService cache has completed its first full list (readiness).
     pub fn is_synced(&self) -> bool {
         self.inner.store.has_synced()

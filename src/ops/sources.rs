@@ -26,7 +26,9 @@ impl OpsSources {
             .metrics(controller.queue_metrics())
             .metrics(controller.client().metrics().clone())
             .readiness_check("apiservice-cache-synced", move || {
-                if c.is_synced() {
+                // A controller not started yet (a standby waiting for leadership) has no
+                // cache to wait for; it is ready to take over.
+                if c.is_synced() || !c.is_started() {
                     Ok(())
                 } else {
                     Err("the APIService cache has not synced yet".into())
