@@ -42,6 +42,9 @@ pub(super) struct Runner<K, L> {
     last_rv: String,
     /// What is failing now (`list`, `watch`), so it is logged once, not per retry.
     failing: Option<&'static str>,
+    /// A watch was answered "too large resource version": the next relist must not trust
+    /// cached resourceVersions, even if the server has since counted past ours again.
+    history_moved_back: bool,
 }
 
 impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
@@ -64,6 +67,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             rng: XorShift64::from_entropy(),
             last_rv: String::new(),
             failing: None,
+            history_moved_back: false,
         }
     }
 
@@ -97,7 +101,8 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             Ok(None) => return None,
             Err(e) => return self.fail("list", &e).then_some(Next::List),
         };
-        if moved_backwards(&listed.resource_version, &self.last_rv) {
+        let backwards = moved_backwards(&listed.resource_version, &self.last_rv);
+        if backwards {
             log::warn!(
                 "{}: the server's history moved backwards (list at resourceVersion {}, cache at {}); replacing the cache",
                 K::PLURAL,
@@ -108,8 +113,15 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         let n = listed.items.len();
         let counts = {
             let _turn = self.deliver.lock();
-            replace(&self.store, listed.items, self.handler.as_ref())
+            let trust_versions = !(backwards || self.history_moved_back);
+            replace(
+                &self.store,
+                listed.items,
+                self.handler.as_ref(),
+                trust_versions,
+            )
         };
+        self.history_moved_back = false;
         log::debug!(
             "{}: listed {n} at resourceVersion {}: {counts:?}",
             K::PLURAL,
@@ -194,6 +206,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 self.wait_before_retry(e).then_some(Next::List)
             }
             Failure::TooLarge => {
+                self.history_moved_back = true;
                 log::warn!(
                     "{}: the server has not reached resourceVersion {rv} ({e}): its history moved backwards; relisting",
                     K::PLURAL
