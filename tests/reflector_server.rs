@@ -406,6 +406,17 @@ fn watch_closed_by_the_server_resumes_from_the_last_version_without_relist() {
     );
 }
 
+/// Writes `v1.<g>.example.com` and waits for the watch to deliver it, so the watch is
+/// streaming (past the server's fault checks, which a late watch would otherwise consume
+/// after the test armed them). Answers its resourceVersion, now the reflector's.
+fn through_the_watch(s: &TestServer, r: &Running, g: &str) -> String {
+    let v = seed(s, g, 10);
+    wait_for("an event through the watch", || {
+        r.store.get(&name(g)).is_some_and(|o| rv(&o) == v)
+    });
+    v
+}
+
 /// Pauses the server and drops every connection, so the reflector's watch ends and its
 /// next request waits; changes made until `resume` reach it only through what it does next.
 fn take_offline(s: &TestServer) {
@@ -425,7 +436,7 @@ fn expired_watch_relists_with_synthetic_deletes_updates_and_adds() {
     let list_rv = s.resource_version().to_string();
     let r = start(&s, opts());
     r.synced();
-    wait_for("the watch", || !requests(&s, "watch").is_empty());
+    let w_rv = through_the_watch(&s, &r, "w");
     let base = r.rec.len();
 
     take_offline(&s);
@@ -445,13 +456,13 @@ fn expired_watch_relists_with_synthetic_deletes_updates_and_adds() {
             update(&name("c"), &c_rv, &c2_rv),
             add(&name("d"), &d_rv),
         ],
-        "nothing for the unchanged a@{a_rv}"
+        "nothing for the unchanged a@{a_rv} and w@{w_rv}"
     );
     assert_eq!(replay(&r.rec.events()), server_state(&s));
 
-    // The expired watch named the old version; the next one names the relist's.
+    // The expired watch named the last version seen; the next one names the relist's.
     let rvs = watch_rvs(&s);
-    assert_eq!(rvs[..2], [list_rv.clone(), list_rv]);
+    assert_eq!(rvs[..2], [list_rv, w_rv]);
     wait_for("a watch from the relist's version", || {
         watch_rvs(&s).last() == Some(&d_rv)
     });
@@ -470,7 +481,7 @@ fn history_overflow_while_disconnected_relists_without_losing_or_inventing_event
     }
     let r = start(&s, opts());
     r.synced();
-    wait_for("the watch", || !requests(&s, "watch").is_empty());
+    through_the_watch(&s, &r, "w");
     let base = r.rec.len();
 
     take_offline(&s);
@@ -670,20 +681,41 @@ fn bookmarks_advance_the_version_a_closed_watch_resumes_from() {
 }
 
 /// `Api` as is, keeping every watch's canceller so the test can see it was cancelled.
+#[derive(Clone, Default)]
 struct Spy {
-    api: Api<APIService>,
-    cancellers: Arc<Mutex<Vec<Canceller>>>,
+    /// The canceller of every watch call, recorded when the call starts.
+    calls: Arc<Mutex<Vec<Canceller>>>,
+    /// Watches whose response headers arrived.
+    opened: Arc<Mutex<usize>>,
 }
 
-impl ListerWatcher<APIService> for Spy {
+struct SpyLw(Api<APIService>, Spy);
+
+impl ListerWatcher<APIService> for SpyLw {
     fn list(&self, p: &ListParams) -> Result<autoregister::api::ObjectList<APIService>, Error> {
-        ListerWatcher::list(&self.api, p)
+        ListerWatcher::list(&self.0, p)
     }
     fn watch(&self, p: &WatchParams, cancel: &Canceller) -> Result<WatchEvents<APIService>, Error> {
-        let events = ListerWatcher::watch(&self.api, p, cancel)?;
-        self.cancellers.lock().push(cancel.clone());
+        self.1.calls.lock().push(cancel.clone());
+        let events = ListerWatcher::watch(&self.0, p, cancel)?;
+        *self.1.opened.lock() += 1;
         Ok(events)
     }
+}
+
+/// Stops the reflector and joins it on a helper thread, so a reflector that hangs fails
+/// the test instead of hanging it.
+fn stop_and_join(r: Running, bound: Duration) {
+    let started = Instant::now();
+    r.handle.stop();
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        r.handle.join();
+        let _ = done_tx.send(());
+    });
+    let joined = done_rx.recv_timeout(bound);
+    let took = started.elapsed();
+    assert!(joined.is_ok(), "stop and join took over {took:?}");
 }
 
 #[test]
@@ -693,42 +725,51 @@ fn stop_while_blocked_in_an_idle_watch_returns_promptly() {
         .start()
         .unwrap();
     seed(&s, "a", 10);
-    let cancellers = Arc::new(Mutex::new(Vec::new()));
-    let r = start_with(
-        Spy {
-            api: api(&s),
-            cancellers: cancellers.clone(),
-        },
-        opts(),
-    );
+    let spy = Spy::default();
+    let r = start_with(SpyLw(api(&s), spy.clone()), opts());
     r.synced();
     // The watch is open (its headers arrived); the reflector now blocks reading it.
-    wait_for("an open watch", || !cancellers.lock().is_empty());
+    wait_for("an open watch", || *spy.opened.lock() == 1);
     let w = &requests(&s, "watch")[0];
     let t: u64 = param(w, "timeoutSeconds").unwrap().parse().unwrap();
     assert!(
         t >= 300,
         "the server would not end this watch soon by itself"
     );
-    assert!(!cancellers.lock()[0].is_cancelled());
+    assert!(!spy.calls.lock()[0].is_cancelled());
 
-    let started = Instant::now();
-    r.handle.stop();
-    // Joined on a helper thread, so a reflector that hangs fails the test instead of hanging it.
-    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        r.handle.join();
-        let _ = done_tx.send(());
-    });
-    let joined = done_rx.recv_timeout(Duration::from_secs(3));
-    let took = started.elapsed();
-    assert!(joined.is_ok(), "stop and join took over {took:?}");
-    assert_eq!(cancellers.lock().len(), 1);
+    stop_and_join(r, Duration::from_secs(3));
+    assert_eq!(spy.calls.lock().len(), 1, "no watch after stop");
     assert!(
-        cancellers.lock()[0].is_cancelled(),
+        spy.calls.lock()[0].is_cancelled(),
         "stop cancelled the watch connection"
     );
-    assert_eq!(requests(&s, "watch").len(), 1, "no watch after stop");
+    assert_eq!(requests(&s, "watch").len(), 1);
+}
+
+#[test]
+fn stop_while_a_watch_waits_for_a_hung_server_returns_promptly() {
+    let s = TestServer::builder()
+        .bookmark_interval(Duration::from_secs(60))
+        .start()
+        .unwrap();
+    seed(&s, "a", 10);
+    let spy = Spy::default();
+    let r = start_with(SpyLw(api(&s), spy.clone()), opts());
+    r.synced();
+    wait_for("an open watch", || *spy.opened.lock() == 1);
+    // The server hangs: connections drop, the next watch is accepted but never answered.
+    take_offline(&s);
+    wait_for("a second watch call", || spy.calls.lock().len() == 2);
+
+    stop_and_join(r, Duration::from_secs(3));
+    assert_eq!(
+        *spy.opened.lock(),
+        1,
+        "the held watch never got its headers"
+    );
+    assert!(spy.calls.lock()[1].is_cancelled());
+    s.faults().resume();
 }
 
 #[test]
