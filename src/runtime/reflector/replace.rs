@@ -20,10 +20,15 @@ pub(super) struct Replaced {
 /// Swaps `items` into `store` in one write, then delivers the differences: deletes (with
 /// the last known state) for keys that vanished, updates for a changed resourceVersion,
 /// adds for new keys. Unchanged objects keep their old `Arc` and produce no event.
+///
+/// `trust_versions` false (the server's history moved backwards) turns that shortcut off:
+/// writes after a restore reuse resourceVersions the cache has already seen for other
+/// states, so an equal version no longer means an equal object; every kept key is an update.
 pub(super) fn replace<K: Resource>(
     store: &Store<K>,
     items: Vec<K>,
     handler: &dyn EventHandler<K>,
+    trust_versions: bool,
 ) -> Replaced {
     let mut order = Vec::with_capacity(items.len());
     let mut next: HashMap<String, Arc<K>> = HashMap::with_capacity(items.len());
@@ -36,7 +41,12 @@ pub(super) fn replace<K: Resource>(
     }
     // Unchanged objects keep the Arc readers may already hold; decided before the swap,
     // from a snapshot, so the write lock is held for the swap only.
-    for (key, old) in store_snapshot(store) {
+    let reusable = if trust_versions {
+        store_snapshot(store)
+    } else {
+        Vec::new()
+    };
+    for (key, old) in reusable {
         if let Some(new) = next.get_mut(&key) {
             if new.resource_version() == old.resource_version()
                 && !old.resource_version().is_empty()
@@ -98,7 +108,7 @@ mod tests {
     fn first_replace_is_all_adds_in_list_order() {
         let store = Store::new();
         let rec = Recorder::default();
-        let got = replace(&store, vec![svc("b", "1"), svc("a", "2")], &rec);
+        let got = replace(&store, vec![svc("b", "1"), svc("a", "2")], &rec, true);
         assert_eq!(rec.take(), ["add b@1", "add a@2"]);
         assert_eq!(
             got,
@@ -119,6 +129,7 @@ mod tests {
             &store,
             vec![svc("a", "1"), svc("b", "2"), svc("d", "3")],
             &rec,
+            true,
         );
         assert_eq!(
             rec.take(),
@@ -147,7 +158,7 @@ mod tests {
     fn duplicate_keys_in_a_list_give_one_event_with_the_last_state() {
         let store = Store::new();
         let rec = Recorder::default();
-        replace(&store, vec![svc("a", "1"), svc("a", "2")], &rec);
+        replace(&store, vec![svc("a", "1"), svc("a", "2")], &rec, true);
         assert_eq!(rec.take(), ["add a@2"]);
         assert_eq!(store.get("a").unwrap().resource_version(), "2");
     }
@@ -156,8 +167,23 @@ mod tests {
     fn empty_relist_deletes_everything() {
         let store = store_with(&[("a", "1"), ("b", "2")]);
         let rec = Recorder::default();
-        replace(&store, vec![], &rec);
+        replace(&store, vec![], &rec, true);
         assert_eq!(rec.take(), ["delete a@1", "delete b@2"]);
         assert!(store.is_empty());
+    }
+
+    #[test]
+    fn untrusted_versions_make_every_kept_object_an_update() {
+        let store = store_with(&[("a", "1"), ("b", "1")]);
+        let a_before = store.get("a").unwrap();
+        let rec = Recorder::default();
+        let got = replace(&store, vec![svc("a", "1"), svc("c", "1")], &rec, false);
+        assert_eq!(rec.take(), ["delete b@1", "update a@1->1", "add c@1"]);
+        assert_eq!(got.updated, 1);
+        assert_eq!(got.unchanged, 0);
+        assert!(
+            !Arc::ptr_eq(&a_before, &store.get("a").unwrap()),
+            "the listed state replaces the cached one"
+        );
     }
 }

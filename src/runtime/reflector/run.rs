@@ -42,6 +42,9 @@ pub(super) struct Runner<K, L> {
     last_rv: String,
     /// What is failing now (`list`, `watch`), so it is logged once, not per retry.
     failing: Option<&'static str>,
+    /// A watch was answered "too large resource version": the next relist must not trust
+    /// cached resourceVersions, even if the server has since counted past ours again.
+    history_moved_back: bool,
 }
 
 impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
@@ -64,6 +67,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             rng: XorShift64::from_entropy(),
             last_rv: String::new(),
             failing: None,
+            history_moved_back: false,
         }
     }
 
@@ -97,7 +101,8 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             Ok(None) => return None,
             Err(e) => return self.fail("list", &e).then_some(Next::List),
         };
-        if moved_backwards(&listed.resource_version, &self.last_rv) {
+        let backwards = moved_backwards(&listed.resource_version, &self.last_rv);
+        if backwards {
             log::warn!(
                 "{}: the server's history moved backwards (list at resourceVersion {}, cache at {}); replacing the cache",
                 K::PLURAL,
@@ -108,8 +113,15 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         let n = listed.items.len();
         let counts = {
             let _turn = self.deliver.lock();
-            replace(&self.store, listed.items, self.handler.as_ref())
+            let trust_versions = !(backwards || self.history_moved_back);
+            replace(
+                &self.store,
+                listed.items,
+                self.handler.as_ref(),
+                trust_versions,
+            )
         };
+        self.history_moved_back = false;
         log::debug!(
             "{}: listed {n} at resourceVersion {}: {counts:?}",
             K::PLURAL,
@@ -194,6 +206,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 self.wait_before_retry(e).then_some(Next::List)
             }
             Failure::TooLarge => {
+                self.history_moved_back = true;
                 log::warn!(
                     "{}: the server has not reached resourceVersion {rv} ({e}): its history moved backwards; relisting",
                     K::PLURAL
@@ -271,7 +284,119 @@ pub(super) fn resync_loop<K: Resource>(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use parking_lot::Mutex;
+
     use super::moved_backwards;
+    use crate::api::{
+        APIService, ListMeta, ObjectList, Resource, Status, StatusCause, StatusDetails, WatchEvent,
+    };
+    use crate::client::{Canceller, Error, ListParams, WatchParams};
+    use crate::runtime::backoff::BackoffConfig;
+    use crate::runtime::reflector::test_support::{svc, Recorder};
+    use crate::runtime::reflector::{ListerWatcher, Reflector, ReflectorOptions, WatchEvents};
+    use crate::runtime::store::Store;
+
+    type WatchAnswer = Result<Vec<WatchEvent<APIService>>, Error>;
+
+    /// Answers lists and watches from scripts; once a script runs out, lists fail and
+    /// watches end at once.
+    struct Scripted {
+        lists: Mutex<VecDeque<ObjectList<APIService>>>,
+        watches: Mutex<VecDeque<WatchAnswer>>,
+    }
+
+    impl ListerWatcher<APIService> for Scripted {
+        fn list(&self, _: &ListParams) -> Result<ObjectList<APIService>, Error> {
+            self.lists
+                .lock()
+                .pop_front()
+                .ok_or_else(|| Error::Io("script over".into()))
+        }
+        fn watch(&self, _: &WatchParams, _: &Canceller) -> Result<WatchEvents<APIService>, Error> {
+            let events = self.watches.lock().pop_front().unwrap_or(Ok(Vec::new()))?;
+            Ok(Box::new(events.into_iter().map(Ok)))
+        }
+    }
+
+    fn with_priority(name: &str, rv: &str, p: i32) -> APIService {
+        let mut o = svc(name, rv);
+        o.spec.version_priority = p;
+        o
+    }
+
+    fn list(items: Vec<APIService>, rv: &str) -> ObjectList<APIService> {
+        ObjectList {
+            api_version: APIService::api_version(),
+            kind: "APIServiceList".into(),
+            metadata: ListMeta {
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            items,
+        }
+    }
+
+    #[test]
+    fn after_too_large_the_relist_distrusts_versions_even_when_the_server_caught_up() {
+        let mut too_large =
+            Status::failure(504, "Timeout", "Too large resource version: 3, current: 2");
+        too_large.details = Some(StatusDetails {
+            causes: vec![StatusCause {
+                reason: Some("ResourceVersionTooLarge".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let lw = Scripted {
+            lists: Mutex::new(VecDeque::from([
+                list(vec![with_priority("c", "2", 10)], "2"),
+                // The restored server reused version 2 for c's new state and has since
+                // counted past the version the reflector had seen (3).
+                list(
+                    vec![with_priority("c", "2", 20), svc("e", "2"), svc("x", "4")],
+                    "4",
+                ),
+            ])),
+            watches: Mutex::new(VecDeque::from([
+                Ok(vec![WatchEvent::Added(svc("e", "3"))]),
+                Err(Error::api(504, Some(too_large), None)),
+            ])),
+        };
+        let store = Arc::new(Store::new());
+        let rec = Arc::new(Recorder::default());
+        let opts = ReflectorOptions {
+            backoff: BackoffConfig {
+                initial: Duration::from_millis(1),
+                max: Duration::from_millis(5),
+                jitter: 0.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let handle = Reflector::spawn(lw, store.clone(), rec.clone(), opts);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while store.get("x").is_none() {
+            assert!(Instant::now() < deadline, "no relist: {:?}", rec.0.lock());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        handle.join();
+        let c = store.get("c").map(|c| c.spec.version_priority);
+        assert_eq!(c, Some(20), "c's new state replaced the cached one");
+        assert_eq!(
+            rec.take(),
+            [
+                "add c@2",
+                "add e@3",
+                "update c@2->2",
+                "update e@3->2",
+                "add x@4"
+            ]
+        );
+    }
 
     #[test]
     fn backwards_only_when_both_are_numbers() {
