@@ -686,3 +686,49 @@ fn health_addr_serves_health_readiness_and_metrics() {
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
 }
+
+#[test]
+fn leader_election_lets_one_replica_write_and_hands_over_on_sigterm() {
+    let server = TestServer::start();
+    let s = Scratch::new("leader");
+    s.write("a.yaml", &manifest("a.example.com", None, 10));
+    let args = [
+        "--leader-elect",
+        "--lease-namespace",
+        "default",
+        "--lease-name",
+        "ar",
+    ];
+    let first = Proc::run(&server, &s, &args);
+    first.wait_log("leader election: leading as");
+    assert!(wait_until(|| stored(&server, "v1.a.example.com").is_some()));
+    let second = Proc::run(&server, &s, &args);
+    second.wait_log("leader election: waiting for lease");
+    // The standby must not act: an edit is restored by the leader alone.
+    edit_priority(&server, "v1.a.example.com", 5);
+    assert!(wait_until(
+        || priority(&server, "v1.a.example.com") == Some(10)
+    ));
+    assert!(!second.log().contains("leading as"), "{}", second.log());
+    let holder = server.get_object("leases", Some("default"), "ar").unwrap();
+    let (code, log) = first.terminate();
+    assert_eq!(code, 0, "{log}");
+    // Released on the way out (empty holder), so the standby takes over without waiting out the lease.
+    second.wait_log("leader election: leading as");
+    let lease = server.get_object("leases", Some("default"), "ar").unwrap();
+    assert_ne!(
+        lease["spec"]["holderIdentity"],
+        holder["spec"]["holderIdentity"]
+    );
+    assert_eq!(lease["spec"]["leaseTransitions"], 1);
+    server
+        .delete_object("apiservices", None, "v1.a.example.com")
+        .unwrap();
+    assert!(
+        wait_until(|| stored(&server, "v1.a.example.com").is_some()),
+        "{}",
+        second.log()
+    );
+    let (code, log) = second.terminate();
+    assert_eq!(code, 0, "{log}");
+}

@@ -236,7 +236,8 @@ mod tests {
     fn run_with_every_flag() {
         let Ok(Command::Run(r)) = p(
             "run --manifests m --once --timeout 2s --workers 4 --server http://x \
-             --context c --kubeconfig k --qps 0 --burst 7 --resync 1m",
+             --context c --kubeconfig k --qps 0 --burst 7 --resync 1m --health-addr 127.0.0.1:0 \
+             --leader-elect --lease-namespace ns --lease-name n",
         ) else {
             panic!("not a run command");
         };
@@ -248,6 +249,11 @@ mod tests {
         assert_eq!(r.kube.server.as_deref(), Some("http://x"));
         assert_eq!(r.kube.limits(), (0.0, 7));
         assert_eq!(r.health_addr.as_deref(), Some("127.0.0.1:0"));
+        assert!(r.leader_elect);
+        assert_eq!(
+            (r.lease_namespace.as_str(), r.lease_name.as_str()),
+            ("ns", "n")
+        );
     }
 
     #[test]
@@ -258,6 +264,11 @@ mod tests {
         assert_eq!(r.timeout, Duration::from_secs(60));
         assert_eq!(r.workers, 2);
         assert_eq!(r.kube.limits(), (DEFAULT_QPS, DEFAULT_BURST));
+        assert!(!r.leader_elect && r.health_addr.is_none());
+        assert_eq!(
+            (r.lease_namespace.as_str(), r.lease_name.as_str()),
+            ("kube-system", "autoregister")
+        );
     }
 
     #[test]

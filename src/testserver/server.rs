@@ -310,7 +310,7 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
             if let Some((code, retry)) = shared.faults.take_failure(verb) {
                 Err(errors::injected(code, retry))
             } else if verb == "watch" {
-                return serve_watch(shared, req, kind, namespace.as_deref(), reader, rec);
+                return serve_watch(shared, req, kind, namespace.as_deref(), reader, rec, epoch);
             } else {
                 resource_verb(
                     shared,
@@ -378,6 +378,7 @@ fn serve_watch(
     namespace: Option<&str>,
     reader: &mut BufReader<Conn>,
     mut rec: RequestRecord,
+    epoch: u64,
 ) -> io::Result<bool> {
     let wr = match watch::parse(req) {
         Ok(w) => w,
@@ -391,7 +392,7 @@ fn serve_watch(
     };
     rec.code = 200;
     shared.log.push(rec);
-    match watch::serve(shared, kind, namespace, &wr, reader.get_mut())? {
+    match watch::serve(shared, kind, namespace, &wr, reader.get_mut(), epoch)? {
         watch::End::Clean => Ok(true),
         watch::End::Drop => Ok(false),
     }

@@ -95,14 +95,21 @@ pub(crate) enum End {
     Drop,
 }
 
-/// Serves one watch on `w` until timeout, restart, shutdown or a write error.
+/// Serves one watch on `w` until timeout, restart, shutdown or a write error; `epoch` is the
+/// restart count when the request arrived (a restart since then drops the connection).
 pub(crate) fn serve<W: Write>(
     shared: &Shared,
     kind: &'static Kind,
     ns: Option<&str>,
     wr: &WatchRequest,
     w: &mut W,
+    epoch: u64,
 ) -> io::Result<End> {
+    // Restarted while this request was starting: its connection is already gone, and it must
+    // not consume a fault (e.g. an armed 410) meant for the next watch.
+    if shared.store.state.lock().epoch != epoch {
+        return Ok(End::Drop);
+    }
     let start = Instant::now();
     let mut deadline = start + wr.timeout;
     if let Some(limit) = shared.faults.watch_limit() {
@@ -119,7 +126,7 @@ pub(crate) fn serve<W: Write>(
     }
     let store = &shared.store;
     let mut pending: Vec<Vec<u8>> = Vec::new();
-    let (mut cursor, epoch) = {
+    let mut cursor = {
         let st = store.state.lock();
         match wr.resource_version {
             None => {
@@ -131,7 +138,7 @@ pub(crate) fn serve<W: Write>(
                         pending.push(event_line("ADDED", obj));
                     }
                 }
-                (st.rv, st.epoch)
+                st.rv
             }
             Some(rv) if rv > st.rv => {
                 let e = errors::too_large_rv(rv, st.rv);
@@ -148,7 +155,7 @@ pub(crate) fn serve<W: Write>(
                 error_event(w, &e)?;
                 return Ok(End::Clean);
             }
-            Some(rv) => (rv, st.epoch),
+            Some(rv) => rv,
         }
     };
     let mut next_bookmark = Instant::now() + shared.bookmark_interval;
