@@ -640,10 +640,9 @@ fn waiters_return_when_the_controller_shuts_down() {
     assert_eq!(pending[0].name, "v1.a.example.com");
 }
 
-/// Known gap (reported): the reflector's list is not cancellable, so shutdown waits for the
-/// client's request timeout (60 s) while a list is held by an unresponsive server.
+/// The reflector's list is cancelled on shutdown: without that, shutdown waited for the
+/// client's request timeout (60 s) while an unresponsive server held the list.
 #[test]
-#[ignore = "known gap: a held list delays shutdown until the client timeout"]
 fn shutdown_is_prompt_while_the_first_list_hangs() {
     let h = Harness::new();
     h.server.faults().pause();
@@ -651,7 +650,8 @@ fn shutdown_is_prompt_while_the_first_list_hangs() {
     assert!(!h.ctl.wait_until_synced(Duration::from_millis(200)));
     let t = Instant::now();
     h.ctl.shutdown();
-    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    // Generous for a loaded machine; the bug this guards against took 60 s.
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
 
 #[test]

@@ -210,7 +210,7 @@ impl Fake {
 struct FakeLw(Arc<Fake>);
 
 impl ListerWatcher<APIService> for FakeLw {
-    fn list(&self, p: &ListParams) -> Result<ObjectList<APIService>, Error> {
+    fn list(&self, p: &ListParams, _: &Canceller) -> Result<ObjectList<APIService>, Error> {
         self.0
             .calls
             .lock()

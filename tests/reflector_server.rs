@@ -692,8 +692,12 @@ struct Spy {
 struct SpyLw(Api<APIService>, Spy);
 
 impl ListerWatcher<APIService> for SpyLw {
-    fn list(&self, p: &ListParams) -> Result<autoregister::api::ObjectList<APIService>, Error> {
-        ListerWatcher::list(&self.0, p)
+    fn list(
+        &self,
+        p: &ListParams,
+        cancel: &Canceller,
+    ) -> Result<autoregister::api::ObjectList<APIService>, Error> {
+        ListerWatcher::list(&self.0, p, cancel)
     }
     fn watch(&self, p: &WatchParams, cancel: &Canceller) -> Result<WatchEvents<APIService>, Error> {
         self.1.calls.lock().push(cancel.clone());

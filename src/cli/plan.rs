@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use autoregister::api::APIService;
-use autoregister::client::Api;
+use autoregister::client::{Api, Canceller};
 use autoregister::controller::load;
 use autoregister::controller::{decide, Current};
 use autoregister::runtime::reflector::list_all;
@@ -16,7 +16,8 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let desired = load(&args.manifests).map_err(Failure::usage)?;
     let client = connect::client(&args.kube)?;
     let api: Api<APIService> = Api::all(client);
-    let existing: BTreeMap<String, APIService> = match list_all(&api, 500, None, &|| false) {
+    let existing: BTreeMap<String, APIService> = match list_all(&api, 500, None, &Canceller::new())
+    {
         Ok(listed) => listed
             .into_iter()
             .flat_map(|l| l.items)

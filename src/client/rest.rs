@@ -124,7 +124,37 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, Error> {
-        let agent = self.inner.transport.agent();
+        self.send_with(verb, path, body, None)
+    }
+
+    /// [`send`](Self::send) that `cancel` can end from another thread; it uses its own
+    /// connection (not the pool), as a watch does.
+    pub(crate) fn send_cancellable(
+        &self,
+        verb: Verb,
+        path: &str,
+        cancel: &Canceller,
+    ) -> Result<Vec<u8>, Error> {
+        self.send_with(verb, path, None, Some(cancel)).map_err(|e| {
+            if cancel.is_cancelled() {
+                Error::Cancelled
+            } else {
+                e
+            }
+        })
+    }
+
+    fn send_with(
+        &self,
+        verb: Verb,
+        path: &str,
+        body: Option<Vec<u8>>,
+        cancel: Option<&Canceller>,
+    ) -> Result<Vec<u8>, Error> {
+        let own_agent = cancel.map(|c| self.inner.transport.watch_agent(c));
+        let agent = own_agent
+            .as_ref()
+            .unwrap_or_else(|| self.inner.transport.agent());
         let deadline = Deadline {
             total: self.timeout.unwrap_or(self.inner.config.timeout),
             head: None,

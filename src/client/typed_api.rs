@@ -129,15 +129,30 @@ impl<K: Resource> Api<K> {
 
     /// Reads one page of objects.
     pub fn list(&self, p: &ListParams) -> Result<ObjectList<K>, Error> {
+        let body = self.client.send(Verb::Get, &self.list_path(p), None)?;
+        decode(&body)
+    }
+
+    /// Reads one page of objects; `cancel` ends the request from another thread (shutdown
+    /// during a list from a server that does not answer).
+    pub fn list_cancellable(
+        &self,
+        p: &ListParams,
+        cancel: &Canceller,
+    ) -> Result<ObjectList<K>, Error> {
+        let body = self
+            .client
+            .send_cancellable(Verb::Get, &self.list_path(p), cancel)?;
+        decode(&body)
+    }
+
+    fn list_path(&self, p: &ListParams) -> String {
         let mut q = Query::default();
         q.opt("limit", p.limit.map(|l| l.to_string()).as_deref());
         q.opt("continue", p.continue_token.as_deref());
         q.opt("resourceVersion", p.resource_version.as_deref());
         q.opt("labelSelector", p.label_selector.as_deref());
-        let body = self
-            .client
-            .send(Verb::Get, &q.finish(self.collection_path()), None)?;
-        decode(&body)
+        q.finish(self.collection_path())
     }
 
     /// Opens a watch; events are decoded as they arrive.

@@ -1,6 +1,6 @@
 //! A full, consistent list of one kind, read page by page.
 
-use crate::client::{Error, ListParams};
+use crate::client::{Canceller, Error, ListParams};
 
 use super::ListerWatcher;
 
@@ -13,7 +13,8 @@ pub struct Listed<K> {
 }
 
 /// Lists everything in pages of `page_size` (0: one unpaginated request), following
-/// `continue` tokens. Answers `Ok(None)` when `stopped()` turns true between pages.
+/// `continue` tokens. Answers `Ok(None)` once `cancel` is cancelled (it also ends a
+/// request in flight).
 ///
 /// No `resourceVersion` is sent, so the server answers from etcd (a consistent read),
 /// never from a watch cache that may lag behind or, after a restore, run ahead.
@@ -21,9 +22,9 @@ pub fn list_all<K: 'static>(
     lw: &dyn ListerWatcher<K>,
     page_size: u32,
     label_selector: Option<&str>,
-    stopped: &dyn Fn() -> bool,
+    cancel: &Canceller,
 ) -> Result<Option<Listed<K>>, Error> {
-    match list_pages(lw, page_size, label_selector, stopped) {
+    let result = match list_pages(lw, page_size, label_selector, cancel) {
         // The snapshot behind a continue token is compacted away after a few minutes
         // (410 Expired): start again in one request, as client-go's pager does.
         Err(PageError {
@@ -33,9 +34,13 @@ pub fn list_all<K: 'static>(
             log::info!(
                 "continue token expired during a paginated list; listing again without pages"
             );
-            list_pages(lw, 0, label_selector, stopped).map_err(|e| e.error)
+            list_pages(lw, 0, label_selector, cancel).map_err(|e| e.error)
         }
         other => other.map_err(|e| e.error),
+    };
+    match result {
+        Err(Error::Cancelled) => Ok(None),
+        other => other,
     }
 }
 
@@ -48,12 +53,12 @@ fn list_pages<K: 'static>(
     lw: &dyn ListerWatcher<K>,
     page_size: u32,
     label_selector: Option<&str>,
-    stopped: &dyn Fn() -> bool,
+    cancel: &Canceller,
 ) -> Result<Option<Listed<K>>, PageError> {
     let mut items = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        if stopped() {
+        if cancel.is_cancelled() {
             return Ok(None);
         }
         let params = ListParams {
@@ -62,7 +67,7 @@ fn list_pages<K: 'static>(
             resource_version: None,
             label_selector: label_selector.map(str::to_string),
         };
-        let page = lw.list(&params).map_err(|error| PageError {
+        let page = lw.list(&params, cancel).map_err(|error| PageError {
             error,
             had_continue: token.is_some(),
         })?;

@@ -8,15 +8,15 @@ pub type WatchEvents<K> = Box<dyn Iterator<Item = Result<WatchEvent<K>, Error>> 
 
 /// Lists and watches one kind; [`Api`] in production, scripted fakes in tests.
 pub trait ListerWatcher<K>: Send + Sync + 'static {
-    /// Reads one page of objects.
-    fn list(&self, p: &ListParams) -> Result<ObjectList<K>, Error>;
+    /// Reads one page of objects; `cancel` must end a blocked request from another thread.
+    fn list(&self, p: &ListParams, cancel: &Canceller) -> Result<ObjectList<K>, Error>;
     /// Opens a watch; `cancel` must end a blocked read of the stream from another thread.
     fn watch(&self, p: &WatchParams, cancel: &Canceller) -> Result<WatchEvents<K>, Error>;
 }
 
 impl<K: Resource> ListerWatcher<K> for Api<K> {
-    fn list(&self, p: &ListParams) -> Result<ObjectList<K>, Error> {
-        Api::list(self, p)
+    fn list(&self, p: &ListParams, cancel: &Canceller) -> Result<ObjectList<K>, Error> {
+        Api::list_cancellable(self, p, cancel)
     }
 
     fn watch(&self, p: &WatchParams, cancel: &Canceller) -> Result<WatchEvents<K>, Error> {

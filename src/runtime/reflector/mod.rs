@@ -163,8 +163,8 @@ struct Shutdown {
 #[derive(Default)]
 struct StopState {
     stopped: bool,
-    /// The open watch's canceller, so stop can end a blocked read.
-    watch: Option<Canceller>,
+    /// The open list's or watch's canceller, so stop can end a blocked read.
+    request: Option<Canceller>,
 }
 
 impl Shutdown {
@@ -172,7 +172,7 @@ impl Shutdown {
         {
             let mut s = self.state.lock();
             s.stopped = true;
-            if let Some(c) = s.watch.take() {
+            if let Some(c) = s.request.take() {
                 c.cancel();
             }
         }
@@ -183,20 +183,20 @@ impl Shutdown {
         self.state.lock().stopped
     }
 
-    /// A canceller registered for the next watch, or `None` when already stopped. Both under
-    /// one lock, so a stop either sees this canceller or the caller sees the stop.
-    fn register_watch(&self) -> Option<Canceller> {
+    /// A canceller registered for the next list or watch, or `None` when already stopped.
+    /// Both under one lock, so a stop either sees this canceller or the caller sees the stop.
+    fn register_request(&self) -> Option<Canceller> {
         let mut s = self.state.lock();
         if s.stopped {
             return None;
         }
         let c = Canceller::new();
-        s.watch = Some(c.clone());
+        s.request = Some(c.clone());
         Some(c)
     }
 
-    fn unregister_watch(&self) {
-        self.state.lock().watch = None;
+    fn unregister_request(&self) {
+        self.state.lock().request = None;
     }
 
     /// Sleeps `d` unless stopped first; answers true when stopped.

@@ -89,13 +89,14 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
 
     /// One full list; answers what to do next, or `None` when stopped.
     fn list(&mut self) -> Option<Next> {
-        let shutdown = self.shutdown.clone();
+        let cancel = self.shutdown.register_request()?;
         let listed = list_all(
             &self.lw,
             self.opts.page_size,
             self.opts.label_selector.as_deref(),
-            &|| shutdown.is_stopped(),
+            &cancel,
         );
+        self.shutdown.unregister_request();
         let listed = match listed {
             Ok(Some(l)) => l,
             Ok(None) => return None,
@@ -135,7 +136,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
 
     /// One watch from `rv`; answers what to do next, or `None` when stopped.
     fn watch(&mut self, rv: String) -> Option<Next> {
-        let cancel = self.shutdown.register_watch()?;
+        let cancel = self.shutdown.register_request()?;
         let timeout = self.watch_timeout();
         let params = WatchParams {
             resource_version: rv.clone(),
@@ -147,7 +148,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         let events = match self.lw.watch(&params, &cancel) {
             Ok(events) => events,
             Err(e) => {
-                self.shutdown.unregister_watch();
+                self.shutdown.unregister_request();
                 return self.after_watch_error(&e, rv);
             }
         };
@@ -176,7 +177,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 &mut progress,
             )
         };
-        self.shutdown.unregister_watch();
+        self.shutdown.unregister_request();
         self.last_rv.clone_from(&last_rv);
         match end {
             WatchEnd::Stopped => None,
@@ -310,7 +311,7 @@ mod tests {
     }
 
     impl ListerWatcher<APIService> for Scripted {
-        fn list(&self, _: &ListParams) -> Result<ObjectList<APIService>, Error> {
+        fn list(&self, _: &ListParams, _: &Canceller) -> Result<ObjectList<APIService>, Error> {
             self.lists
                 .lock()
                 .pop_front()
