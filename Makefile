@@ -19,7 +19,7 @@ demo:
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target $(TARGET) --bin autoregister
 	@ls -l target/$(TARGET)/release/autoregister | awk '{print "size:", $$5, "bytes"}'
-	@file target/$(TARGET)/release/autoregister
+	@scripts/static-check.sh target/$(TARGET)/release/autoregister
 
 bench:
 	$(CARGO) bench --bench workqueue
