@@ -302,7 +302,11 @@ fn removing_a_managed_continuous_entry_deletes_it_with_a_uid_precondition() {
         .unwrap();
     assert_eq!(delete.code, 200);
     assert_eq!(delete.body.unwrap()["preconditions"]["uid"], uid);
-    assert_eq!(h.writes(name), ["create 201", "delete 200"]);
+    // A watch event still in flight may requeue the name before the DELETED event reaches
+    // the cache (informer lag, as upstream): a repeat delete is answered 404, harmlessly.
+    let writes = h.writes(name);
+    assert_eq!(writes[..2], ["create 201", "delete 200"], "{writes:?}");
+    assert!(writes[2..].iter().all(|w| w == "delete 404"), "{writes:?}");
 }
 
 #[test]
