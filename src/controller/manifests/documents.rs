@@ -13,9 +13,10 @@ pub(super) struct Document {
     pub index: usize,
     /// 1-based line of the document's first content (or of its marker when empty).
     pub line: usize,
-    /// The document's text, preceded by blank lines so the parser's error
-    /// locations are lines of the whole file.
+    /// The document's text.
     pub text: String,
+    /// Lines of the file before `text`: a line `n` of `text` is line `offset + n` of the file.
+    pub offset: usize,
 }
 
 /// `---` or `...` followed by the end of the line or a blank.
@@ -51,12 +52,13 @@ pub(super) fn split(text: &str) -> Vec<Document> {
     };
     let finish = |chunk: Chunk, docs: &mut Vec<Document>| {
         if chunk.explicit || chunk.content.is_some() {
-            let mut padded = "\n".repeat(chunk.start - 1);
-            padded.push_str(&chunk.text);
+            // An offset, not padding with blank lines: padding made a file of n documents
+            // cost O(n²) to parse.
             docs.push(Document {
                 index: docs.len() + 1,
                 line: chunk.content.unwrap_or(chunk.start),
-                text: padded,
+                text: chunk.text,
+                offset: chunk.start - 1,
             });
         }
     };
@@ -142,10 +144,23 @@ mod tests {
     }
 
     #[test]
-    fn padding_makes_parser_lines_absolute() {
+    fn offset_makes_parser_lines_absolute() {
         let docs = split("a: 1\n---\nb: 2\nc: [\n");
         let err = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&docs[1].text).unwrap_err();
-        assert_eq!(err.location().map(|l| l.line()), Some(5));
+        let line = err.location().map(|l| l.line() + docs[1].offset);
+        assert_eq!(line, Some(5));
+    }
+
+    #[test]
+    fn document_text_does_not_grow_with_its_position() {
+        let doc = "---\na: 1\nb: 2\n";
+        let docs = split(&doc.repeat(1000));
+        assert_eq!(docs.len(), 1000);
+        assert!(
+            docs.iter().all(|d| d.text == doc),
+            "each document holds only its own lines"
+        );
+        assert_eq!(docs[999].offset, 2997);
     }
 
     #[test]

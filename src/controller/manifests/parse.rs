@@ -67,7 +67,7 @@ pub fn parse_file(file: &Path, text: &str) -> Result<Vec<Manifest>, Vec<Manifest
             let value = yaml_to_json(&doc.text).map_err(|(line, message)| ManifestError {
                 file: file.to_path_buf(),
                 document: Some(doc.index),
-                line: Some(line.unwrap_or(doc.line)),
+                line: Some(line.map_or(doc.line, |l| l + doc.offset)),
                 message,
             });
             docs.push((value, Some(doc.index), doc.line));
