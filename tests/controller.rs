@@ -708,3 +708,22 @@ fn a_throttled_write_is_retried_after_the_servers_retry_after() {
     // Not the 5 ms per-key backoff: the server asked for a second.
     assert!(gap >= Duration::from_millis(900), "retried after {gap:?}");
 }
+
+#[test]
+fn an_object_without_a_name_is_ignored_and_the_rest_converges() {
+    let h = Harness::new();
+    let mut nameless = svc("x.example.com", 10);
+    nameless.metadata.name = None;
+    h.ctl.add_api_service_to_sync(nameless);
+    h.ctl.add_api_service_to_sync(svc("a.example.com", 10));
+    h.start();
+    h.converge();
+    let creates: Vec<_> = h
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "create")
+        .collect();
+    assert_eq!(creates.len(), 1, "only the named object is written");
+    assert_eq!(creates[0].name.as_deref(), Some("v1.a.example.com"));
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use log::{debug, info};
+use log::{debug, info, warn};
 use parking_lot::Mutex;
 
 use super::decision::{Desired, SyncMode};
@@ -122,6 +122,11 @@ impl Controller {
 
     fn add(&self, obj: APIService, mode: SyncMode) {
         let name = obj.metadata.name.clone().unwrap_or_default();
+        if name.is_empty() {
+            // Nothing to key it by; the API would refuse it anyway.
+            warn!("ignoring an APIService without metadata.name");
+            return;
+        }
         self.inner
             .state
             .set_desired(name.clone(), Desired::new(&obj, mode));
