@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use super::decision::{Desired, SyncMode};
 use super::state::State;
 use super::sync;
-use crate::api::APIService;
+use crate::api::{APIService, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_ON_START};
 use crate::client::{Api, Client};
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
@@ -164,7 +164,7 @@ impl Controller {
     pub fn wait_until_synced(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let inner = &self.inner;
-        let synced = || inner.state.at_start().is_some();
+        let synced = || inner.state.has_start();
         // Shutdown ends the wait: the cache will never sync after it.
         inner
             .state
@@ -177,7 +177,7 @@ impl Controller {
     pub fn wait_converged(&self, timeout: Duration) -> Result<(), Vec<Pending>> {
         let deadline = Instant::now() + timeout;
         let inner = &self.inner;
-        let done = || inner.state.at_start().is_some() && inner.pending().is_empty();
+        let done = || inner.state.has_start() && inner.unsynced(1).is_empty();
         // Shutdown ends the wait: nothing syncs after it.
         inner
             .state
@@ -185,7 +185,7 @@ impl Controller {
         if done() {
             return Ok(());
         }
-        if inner.state.at_start().is_none() {
+        if !inner.state.has_start() {
             let reason = "the APIService cache never synced (is the API server reachable?)";
             let mut names = inner.state.desired_names();
             names.sort();
@@ -281,10 +281,22 @@ impl Inner {
         }
     }
 
+    /// Up to `limit` names `--once` still waits for (see [`State::unsynced`]).
+    fn unsynced(&self, limit: usize) -> Vec<String> {
+        let managed = |name: &str| {
+            self.store.get(name).is_some_and(|o| {
+                matches!(
+                    o.auto_managed(),
+                    Some(AUTO_MANAGED_ON_START | AUTO_MANAGED_ALWAYS)
+                )
+            })
+        };
+        self.state.unsynced(managed, limit)
+    }
+
     fn pending(&self) -> Vec<Pending> {
-        sync::required_names(&self.state, &self.store)
+        self.unsynced(usize::MAX)
             .into_iter()
-            .filter(|n| !self.state.synced_once(n))
             .map(|name| {
                 let reason = self
                     .state

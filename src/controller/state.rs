@@ -64,9 +64,31 @@ impl State {
         }
     }
 
-    /// Names present at start, if the cache has synced.
-    pub(crate) fn at_start(&self) -> Option<HashSet<String>> {
-        self.at_start.read().clone()
+    /// Whether the names present at start have been recorded (the cache has synced).
+    pub(crate) fn has_start(&self) -> bool {
+        self.at_start.read().is_some()
+    }
+
+    /// Up to `limit` names a `--once` run still waits for, sorted: desired names and
+    /// names present at start that `managed` says we own, not yet synced once.
+    /// Cheap enough to run after every sync outcome: no copies of the sets.
+    pub(crate) fn unsynced(&self, managed: impl Fn(&str) -> bool, limit: usize) -> Vec<String> {
+        let desired = self.desired.read();
+        let at_start = self.at_start.read();
+        let synced = self.synced_once.lock();
+        let left_over = at_start
+            .iter()
+            .flatten()
+            .filter(|n| !desired.contains_key(*n) && managed(n));
+        let mut names: Vec<String> = desired
+            .keys()
+            .chain(left_over)
+            .filter(|n| !synced.contains(*n))
+            .take(limit)
+            .cloned()
+            .collect();
+        names.sort();
+        names
     }
 
     /// Records a sync outcome and wakes convergence waiters.
@@ -117,5 +139,44 @@ impl State {
     pub(crate) fn wake_all(&self) {
         let _guard = self.progress_lock.lock();
         self.progress.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{APIService, APIServiceSpec};
+    use crate::controller::decision::SyncMode;
+
+    fn desired(name: &str) -> Desired {
+        Desired::new(
+            &APIService::new(name, APIServiceSpec::default()),
+            SyncMode::Always,
+        )
+    }
+
+    #[test]
+    fn unsynced_counts_desired_and_managed_names_present_at_start_once_each() {
+        let s = State::default();
+        s.set_desired("b".into(), desired("b"));
+        s.set_desired("a".into(), desired("a"));
+        // Before the cache synced only desired names are known.
+        assert_eq!(s.unsynced(|_| true, usize::MAX), ["a", "b"]);
+        s.record_at_start(["a", "m", "u"].iter().map(|n| n.to_string()).collect());
+        let managed = |n: &str| n != "u";
+        assert_eq!(
+            s.unsynced(managed, usize::MAX),
+            ["a", "b", "m"],
+            "a once; unmanaged u left out"
+        );
+        assert_eq!(s.unsynced(managed, 1).len(), 1);
+        s.record_outcome("a", Ok(()));
+        s.record_outcome("m", Err("boom".into()));
+        assert_eq!(s.unsynced(managed, usize::MAX), ["b", "m"]);
+        assert_eq!(s.failure("m").as_deref(), Some("boom"));
+        s.record_outcome("b", Ok(()));
+        s.record_outcome("m", Ok(()));
+        assert!(s.unsynced(managed, 1).is_empty());
+        assert_eq!(s.failure("m"), None, "success clears the last failure");
     }
 }

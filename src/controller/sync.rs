@@ -85,20 +85,3 @@ fn ignore(result: Result<(), Error>, benign: impl Fn(&Error) -> bool) -> Result<
         other => other,
     }
 }
-
-/// The names a `--once` run must have synced: desired ones and managed ones present at start.
-pub(crate) fn required_names(state: &State, store: &Store<APIService>) -> Vec<String> {
-    let mut names = state.desired_names();
-    if let Some(at_start) = state.at_start() {
-        for name in at_start {
-            let managed = store
-                .get(&name)
-                .is_some_and(|o| matches!(o.auto_managed(), Some("onstart" | "true")));
-            if managed && !names.contains(&name) {
-                names.push(name);
-            }
-        }
-    }
-    names.sort();
-    names
-}
