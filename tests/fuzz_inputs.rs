@@ -396,3 +396,76 @@ fn absurd_status_fields_never_panic() {
         }
     }
 }
+
+#[test]
+fn hostile_command_lines_are_usage_errors_not_panics() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let bin = env!("CARGO_BIN_EXE_autoregister");
+    let cases: Vec<Vec<OsString>> = vec![
+        vec![
+            "run".into(),
+            "--manifests".into(),
+            "m".into(),
+            "--timeout".into(),
+            "99999999999999999999h".into(),
+        ],
+        vec![
+            "run".into(),
+            "--manifests".into(),
+            "m".into(),
+            "--timeout".into(),
+            "18446744073709551615s1s".into(),
+        ],
+        vec![
+            "run".into(),
+            "--manifests".into(),
+            "m".into(),
+            "--resync".into(),
+            "1e999s".into(),
+        ],
+        vec![
+            "run".into(),
+            "--manifests".into(),
+            "m".into(),
+            "--qps".into(),
+            "NaN".into(),
+        ],
+        vec![
+            "run".into(),
+            "--manifests".into(),
+            "m".into(),
+            "--burst".into(),
+            "99999999999".into(),
+        ],
+        vec![
+            "run".into(),
+            "--manifests".into(),
+            "m".into(),
+            "--workers".into(),
+            "-1".into(),
+        ],
+        vec![
+            "run".into(),
+            "--manifests".into(),
+            OsString::from_vec(vec![0xff, 0xfe]),
+        ],
+        vec![
+            OsString::from_vec(vec![0xff]),
+            "--manifests".into(),
+            "m".into(),
+        ],
+        vec!["plan".into(), "--manifests=".into(), "--once".into()],
+        vec!["run".into(), "--manifests".into()],
+        vec!["run".into(), "-".repeat(10_000).into()],
+    ];
+    for args in cases {
+        let out = std::process::Command::new(bin)
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
