@@ -14,3 +14,4 @@ pub mod ops;
 pub mod runtime;
 #[cfg(feature = "testing")]
 pub mod testserver;
+mod yaml;

@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+/// Longest duration accepted: Go's (`2562047h47m16.854775807s`, about 292 years), so a
+/// deadline `now + d` can never overflow an `Instant`.
+pub const MAX: Duration = Duration::new(9_223_372_036, 854_775_807);
+
 /// Parses a duration; a bare number is rejected so units are never guessed.
 pub fn parse(text: &str) -> Result<Duration, String> {
     let bad = || format!("invalid duration {text:?} (use e.g. 500ms, 30s, 2m, 1h)");
@@ -30,7 +34,11 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             _ => return Err(bad()),
         };
         rest = &rest[unit_len..];
-        total += Duration::try_from_secs_f64(value * scale).map_err(|_| bad())?;
+        total = Duration::try_from_secs_f64(value * scale)
+            .ok()
+            .and_then(|d| total.checked_add(d))
+            .filter(|t| *t <= MAX)
+            .ok_or_else(|| format!("duration {text:?} is too large (at most 2562047h)"))?;
     }
     Ok(total)
 }
@@ -47,6 +55,23 @@ mod tests {
         assert_eq!(parse("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn huge_durations_are_errors_not_overflows() {
+        assert_eq!(parse("2562047h"), Ok(Duration::from_secs(2562047 * 3600)));
+        for huge in [
+            "2562048h",
+            "99999999999999999999h",
+            "18446744073709551615s1s",
+            "9223372036s9223372036s",
+            &format!("{}s", "9".repeat(400)),
+        ] {
+            let e = parse(huge).unwrap_err();
+            assert!(e.contains("too large"), "{huge}: {e}");
+        }
+        // A deadline from the largest accepted value does not overflow.
+        let _ = std::time::Instant::now() + parse("2562047h47m16s").unwrap();
     }
 
     #[test]

@@ -53,23 +53,68 @@ impl ApiError {
     }
 }
 
+/// Longest wait a `Retry-After` may ask for; longer ones are cut to this, so a broken or
+/// hostile answer cannot park a key (or the reflector) for years.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// Longest Status message (and cause message) kept, in bytes; the rest is cut so one
+/// answer cannot flood logs. Reasons and field paths are kept to [`MAX_STATUS_WORD`].
+const MAX_STATUS_MESSAGE: usize = 4096;
+/// Longest Status reason, kind or cause field kept, in bytes.
+const MAX_STATUS_WORD: usize = 256;
+/// Most field causes kept from one Status.
+const MAX_STATUS_CAUSES: usize = 32;
+
+/// Cuts `s` to at most `max` bytes on a char boundary, marking the cut.
+fn bound(s: &mut Option<String>, max: usize) {
+    if let Some(text) = s.as_mut().filter(|t| t.len() > max) {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+}
+
+/// A server's Status, with its free-text fields bounded for logs and errors.
+fn bounded(mut status: Status) -> Status {
+    bound(&mut status.message, MAX_STATUS_MESSAGE);
+    bound(&mut status.reason, MAX_STATUS_WORD);
+    bound(&mut status.kind, MAX_STATUS_WORD);
+    if let Some(d) = status.details.as_mut() {
+        bound(&mut d.name, MAX_STATUS_WORD);
+        bound(&mut d.kind, MAX_STATUS_WORD);
+        d.causes.truncate(MAX_STATUS_CAUSES);
+        for c in &mut d.causes {
+            bound(&mut c.reason, MAX_STATUS_WORD);
+            bound(&mut c.field, MAX_STATUS_WORD);
+            bound(&mut c.message, MAX_STATUS_MESSAGE);
+        }
+    }
+    status
+}
+
 impl Error {
-    /// Builds an API error from a code, an optional Status body and a Retry-After.
+    /// Builds an API error from a code, an optional Status body and a Retry-After (at most
+    /// [`MAX_RETRY_AFTER`]); the Status's messages are bounded in length.
     pub fn api(code: u16, status: Option<Status>, retry_after: Option<Duration>) -> Error {
-        let status = status.unwrap_or_else(|| {
+        let status = status.map(bounded).unwrap_or_else(|| {
             Status::failure(
                 code,
                 reason_for_code(code),
                 format!("the server answered HTTP {code}"),
             )
         });
-        let retry_after = retry_after.or_else(|| {
-            status
-                .details
-                .as_ref()
-                .and_then(|d| d.retry_after_seconds)
-                .map(|s| Duration::from_secs(u64::from(s)))
-        });
+        let retry_after = retry_after
+            .or_else(|| {
+                status
+                    .details
+                    .as_ref()
+                    .and_then(|d| d.retry_after_seconds)
+                    .map(|s| Duration::from_secs(u64::from(s)))
+            })
+            .map(|d| d.min(MAX_RETRY_AFTER));
         Error::Api(Box::new(ApiError {
             code,
             status,

@@ -122,7 +122,7 @@ impl Kubeconfig {
         let parsed: File = if text.trim().is_empty() {
             File::default()
         } else {
-            serde_yaml_ng::from_str(&text)
+            crate::yaml::from_str(&text)
                 .map_err(|e| ConfigError::in_file(path, format!("invalid kubeconfig: {e}")))?
         };
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();

@@ -16,7 +16,7 @@ mod typed_api;
 mod watch;
 
 pub use config::{AuthConfig, Config, ExecConfig, TlsConfig, DEFAULT_BURST, DEFAULT_QPS};
-pub use error::{ApiError, Error};
+pub use error::{ApiError, Error, MAX_RETRY_AFTER};
 pub use infer::{ConfigError, ConnectOptions, InferEnv, SERVICE_ACCOUNT_DIR};
 pub use metrics::{RestMetrics, ERROR_CODE};
 pub use rest::{Client, MAX_BODY_BYTES};

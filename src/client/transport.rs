@@ -86,7 +86,11 @@ fn build_agent(config: &Config, connector: TlsConnector, pooled: bool) -> ureq::
         .user_agent(super::USER_AGENT)
         // Our connector speaks to the API server directly; a proxy from the environment
         // would make ureq resolve the proxy's address and send absolute-form requests.
-        .proxy(None);
+        .proxy(None)
+        // The REST API never redirects. Following one would replay a write as a GET (a 302
+        // to a POST) and hand our client certificate to whatever host it names; a 3xx is
+        // returned and classified as an error instead.
+        .max_redirects(0);
     if !pooled {
         // A watch connection is used once and closed when the watch ends.
         builder = builder.max_idle_connections(0);

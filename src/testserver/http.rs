@@ -234,7 +234,8 @@ fn read_chunked<R: BufRead>(r: &mut R) -> io::Result<Vec<u8>> {
                 }
             }
         }
-        if body.len() + size > MAX_BODY_BYTES {
+        // Subtracted, not added: a chunk size of ffffffffffffffff overflowed the sum.
+        if size > MAX_BODY_BYTES - body.len() {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "body too large"));
         }
         let start = body.len();
@@ -360,5 +361,16 @@ mod tests {
         assert_eq!(percent_decode("a%3Db%2Cc+d", true), "a=b,c d");
         assert_eq!(percent_decode("a%2", false), "a%2");
         assert_eq!(percent_decode("%", false), "%");
+    }
+
+    #[test]
+    fn absurd_chunk_sizes_are_bad_requests() {
+        for size in ["ffffffffffffffff", "1000001", "-1", "zz", ""] {
+            let text = format!("{size}\r\nabc\r\n0\r\n\r\n");
+            let e = read_chunked(&mut text.as_bytes()).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{size}: {e}");
+        }
+        let ok = read_chunked(&mut &b"3\r\nabc\r\n0\r\n\r\n"[..]).unwrap();
+        assert_eq!(ok, b"abc");
     }
 }

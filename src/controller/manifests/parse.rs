@@ -112,10 +112,11 @@ pub fn parse_file(file: &Path, text: &str) -> Result<Vec<Manifest>, Vec<Manifest
 }
 
 /// Parsed through serde_yaml_ng's own `Value` first: it rejects duplicate keys,
-/// which a direct conversion would silently resolve to the last one.
+/// which a direct conversion would silently resolve to the last one. Aliases may
+/// expand only so far (see `crate::yaml`).
 fn yaml_to_json(text: &str) -> Result<Value, (Option<usize>, String)> {
-    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(text)
-        .map_err(|e| (e.location().map(|l| l.line()), format!("invalid YAML: {e}")))?;
+    let yaml: serde_yaml_ng::Value =
+        crate::yaml::from_str(text).map_err(|e| (e.line, format!("invalid YAML: {e}")))?;
     serde_json::to_value(yaml).map_err(|e| (None, format!("unsupported YAML: {e}")))
 }
 

@@ -1,0 +1,260 @@
+//! YAML parsing for manifests and kubeconfig, bounded against hostile input, with
+//! error lines counted the way `grep -n` counts them.
+//!
+//! serde_yaml_ng caps the number of alias jumps (100 per event of the document) but not what
+//! they expand to: one anchored list of n items aliased n times is n² nodes, so a file of a
+//! few hundred KB could ask for gigabytes (the quadratic form of "billion laughs"). A text
+//! that defines anchors is therefore walked once without allocating, counting what the
+//! expansion costs, and refused over [`expansion_budget`]. Without a `&` there are no
+//! anchors, hence no aliases, and the extra walk is skipped.
+//!
+//! The libyaml port also takes time quadratic in the depth of flow collections
+//! (`{a: {a: ...` 100,000 deep costs minutes), while serde gives up at depth 128
+//! anyway; a text nested deeper than [`MAX_FLOW_DEPTH`] is refused before parsing.
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, Visitor};
+
+/// Cost of one node, about what a `serde_json::Value` node takes in memory.
+const NODE_COST: u64 = 32;
+
+/// What a document of `len` bytes may expand to: 64 times its text (more than any
+/// alias-free document costs) or 16 MiB, whichever is more.
+pub(crate) fn expansion_budget(len: usize) -> u64 {
+    (len as u64).saturating_mul(64).max(16 << 20)
+}
+
+/// Net `[`/`{` nesting above which a text is refused unparsed (serde stops at 128; brackets
+/// inside strings count too, so the margin is wide).
+pub(crate) const MAX_FLOW_DEPTH: usize = 1000;
+
+/// Why a YAML text was refused.
+#[derive(Debug)]
+pub(crate) struct YamlError {
+    /// 1-based line of the text (lines end with `\n`), when known.
+    pub line: Option<usize>,
+    /// The parser's message.
+    pub message: String,
+}
+
+impl fmt::Display for YamlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// `serde_yaml_ng::from_str`, refusing texts nested too deep and documents whose aliases
+/// expand beyond the budget.
+pub(crate) fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    check_flow_depth(text)?;
+    let parser_error = |e: serde_yaml_ng::Error| YamlError {
+        line: e.location().map(|l| newline_line(text, l.line())),
+        message: e.to_string(),
+    };
+    if text.contains('&') {
+        let left = Cell::new(expansion_budget(text.len()));
+        Counter(&left)
+            .deserialize(serde_yaml_ng::Deserializer::from_str(text))
+            .map_err(parser_error)?;
+    }
+    serde_yaml_ng::from_str(text).map_err(parser_error)
+}
+
+fn check_flow_depth(text: &str) -> Result<(), YamlError> {
+    let (mut depth, mut line) = (0usize, 1);
+    for b in text.bytes() {
+        match b {
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'\n' => line += 1,
+            _ => {}
+        }
+        if depth > MAX_FLOW_DEPTH {
+            return Err(YamlError {
+                line: Some(line),
+                message: format!("nested deeper than {MAX_FLOW_DEPTH} levels at line {line}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The `\n`-counted line of `text` where the parser's line `parser_line` is: libyaml also
+/// breaks lines at a lone `\r`, NEL, LS and PS, which editors and `grep -n` do not.
+fn newline_line(text: &str, parser_line: usize) -> usize {
+    let (mut parser, mut ours) = (1, 1);
+    let mut chars = text.chars().peekable();
+    while parser < parser_line {
+        let Some(c) = chars.next() else {
+            // Past the end (an error at end of input): the rest counts as is.
+            return ours + (parser_line - parser);
+        };
+        match c {
+            '\n' => ours += 1,
+            '\r' if chars.peek() == Some(&'\n') => {
+                chars.next();
+                ours += 1;
+            }
+            '\r' | '\u{85}' | '\u{2028}' | '\u{2029}' => {}
+            _ => continue,
+        }
+        parser += 1;
+    }
+    ours
+}
+
+/// Walks a document like `IgnoredAny`, taking each node's cost from the budget.
+#[derive(Clone, Copy)]
+struct Counter<'a>(&'a Cell<u64>);
+
+impl Counter<'_> {
+    fn take<E: de::Error>(self, bytes: usize) -> Result<(), E> {
+        let cost = NODE_COST.saturating_add(bytes as u64);
+        match self.0.get().checked_sub(cost) {
+            Some(left) => {
+                self.0.set(left);
+                Ok(())
+            }
+            None => Err(E::custom(
+                "YAML aliases expand to too much data (more than 64 times the file's size); \
+                 write the values out instead of aliasing them",
+            )),
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Counter<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Counter<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        self.take(0)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        self.take(0)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        self.take(0)
+    }
+    fn visit_i128<E: de::Error>(self, _: i128) -> Result<(), E> {
+        self.take(0)
+    }
+    fn visit_u128<E: de::Error>(self, _: u128) -> Result<(), E> {
+        self.take(0)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        self.take(0)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        self.take(v.len())
+    }
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<(), E> {
+        self.take(v.len())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.take(0)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        self.take(0)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        self.deserialize(d)
+    }
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        self.deserialize(d)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.take(0)?;
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.take(0)?;
+        while map.next_key_seed(self)?.is_some() {
+            map.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+    /// A tagged node (`!tag value`).
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+        use de::VariantAccess as _;
+        let ((), variant) = data.variant_seed(self)?;
+        variant.newtype_variant_seed(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One anchored list of `n` items, aliased `n` times: n² nodes from ~5n bytes.
+    fn quadratic(n: usize) -> String {
+        let mut s = String::from("a: &a [");
+        s.push_str(&vec!["x"; n].join(","));
+        s.push_str("]\nb: [");
+        s.push_str(&vec!["*a"; n].join(","));
+        s.push_str("]\n");
+        s
+    }
+
+    #[test]
+    fn quadratic_alias_expansion_is_refused_with_a_location() {
+        let text = quadratic(20_000);
+        let e = from_str::<serde_yaml_ng::Value>(&text).unwrap_err();
+        assert!(e.to_string().contains("aliases expand to too much"), "{e}");
+        assert!(e.line.is_some(), "{e}");
+    }
+
+    #[test]
+    fn modest_aliases_still_work() {
+        let v: serde_yaml_ng::Value = from_str(&quadratic(50)).unwrap();
+        assert_eq!(v["b"][49][49], serde_yaml_ng::Value::from("x"));
+        let v: serde_yaml_ng::Value = from_str("a: &x {k: v}\nb: *x\nc: !t &y 1\nd: *y\n").unwrap();
+        assert_eq!(v["b"]["k"], serde_yaml_ng::Value::from("v"));
+    }
+
+    #[test]
+    fn errors_are_the_parsers_own() {
+        let text = "a: &x [\n";
+        let ours = from_str::<serde_yaml_ng::Value>(text).unwrap_err();
+        let theirs = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text).unwrap_err();
+        assert_eq!(ours.to_string(), theirs.to_string());
+    }
+
+    #[test]
+    fn deep_flow_nesting_is_refused_before_parsing() {
+        let text = "a: 1\nb: ".to_string() + &"{a: ".repeat(100_000);
+        let started = std::time::Instant::now();
+        let e = from_str::<serde_yaml_ng::Value>(&text).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("nested deeper than 1000"), "{e}");
+        // Balanced brackets in strings and shallow nesting are fine.
+        let ok = format!("a: \"{}{}\"\nb: [[1]]\n", "[".repeat(900), "]".repeat(900));
+        from_str::<serde_yaml_ng::Value>(&ok).unwrap();
+    }
+
+    #[test]
+    fn error_lines_count_newlines_only() {
+        // libyaml counts a lone CR, NEL and LS as line breaks; the error is on line 3 of the file.
+        for text in [
+            "a: 1\n\rb: 2\nc: ]\n",
+            "a: \"x\u{2028}y\u{85}\"\nb: 2\nc: ]\n",
+            "a: 1\r\nb: 2\r\nc: ]\r\n",
+        ] {
+            let e = from_str::<serde_yaml_ng::Value>(text).unwrap_err();
+            assert_eq!(e.line, Some(3), "{text:?}: {e}");
+        }
+    }
+}
