@@ -11,6 +11,7 @@ pub mod api;
 pub mod client;
 pub mod controller;
 pub mod ops;
+mod prometheus;
 pub mod runtime;
 #[cfg(feature = "testing")]
 pub mod testserver;

@@ -1,5 +1,6 @@
 //! REST client metrics with client-go's names, rendered in the Prometheus text format.
 
+use crate::prometheus::escape_label;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -117,20 +118,6 @@ pub(crate) fn host_label(server: &str) -> String {
         .rsplit_once('@')
         .map_or(authority, |(_, h)| h)
         .to_string()
-}
-
-/// Escapes a label value as the text format requires (backslash, quote, newline).
-fn escape_label(v: &str) -> String {
-    let mut s = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => s.push_str("\\\\"),
-            '"' => s.push_str("\\\""),
-            '\n' => s.push_str("\\n"),
-            c => s.push(c),
-        }
-    }
-    s
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Workqueue metrics with client-go's names, rendered in the Prometheus text format.
 
+use crate::prometheus::escape_label;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -226,20 +227,6 @@ fn gauge(
 ) {
     header(out, metric, help, kind);
     let _ = writeln!(out, "{metric}{{name=\"{name}\"}} {value}");
-}
-
-/// Escapes a label value as the text format requires (backslash, quote, newline).
-fn escape_label(v: &str) -> String {
-    let mut s = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => s.push_str("\\\\"),
-            '"' => s.push_str("\\\""),
-            '\n' => s.push_str("\\n"),
-            c => s.push(c),
-        }
-    }
-    s
 }
 
 #[cfg(test)]
