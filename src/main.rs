@@ -5,23 +5,45 @@ mod cli;
 use cli::args::{self, Command};
 use cli::exit;
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`): `TIME LEVEL message`.
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`): `TIME LEVEL message`, and at
+/// `debug`/`trace` `TIME LEVEL target: message` so our lines stand apart from rustls/ureq.
 fn init_logging() {
     use std::io::Write as _;
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         // Our own UTC timestamp: env_logger's costs a date-time crate (~100 KB).
         .format(|buf, record| {
-            let now = autoregister::api::time::format_rfc3339(std::time::SystemTime::now());
-            writeln!(buf, "{now} {:5} {}", record.level(), record.args())
+            let now = log_time(std::time::SystemTime::now());
+            if log::max_level() >= log::LevelFilter::Debug {
+                writeln!(
+                    buf,
+                    "{now} {:5} {}: {}",
+                    record.level(),
+                    record.target(),
+                    record.args()
+                )
+            } else {
+                writeln!(buf, "{now} {:5} {}", record.level(), record.args())
+            }
         })
         .init();
+}
+
+/// RFC 3339 UTC with milliseconds (`2026-01-02T03:04:05.678Z`): enough to order a sync,
+/// its Event and a probe, short enough to read.
+fn log_time(t: std::time::SystemTime) -> String {
+    let micro = autoregister::api::time::format_rfc3339_micro(t);
+    // `…:05.678901Z` → `…:05.678Z`.
+    match micro.len().checked_sub(4) {
+        Some(cut) if micro.is_char_boundary(cut) => format!("{}Z", &micro[..cut]),
+        _ => micro,
+    }
 }
 
 fn main() {
     init_logging();
     let code = match args::parse(std::env::args_os().skip(1)) {
         Ok(Command::Help) => {
-            println!("{}", args::USAGE);
+            println!("{}\n\n{}", args::USAGE, args::FLAGS);
             exit::OK
         }
         Ok(Command::Version) => {

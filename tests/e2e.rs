@@ -415,7 +415,7 @@ fn too_many_requests_is_retried_after_the_servers_delay() {
     let creates: Vec<_> = server
         .requests()
         .into_iter()
-        .filter(|r| r.verb == "create")
+        .filter(|r| r.verb == "create" && r.resource.as_deref() == Some("apiservices"))
         .collect();
     assert_eq!(
         creates.iter().map(|r| r.code).collect::<Vec<_>>(),
@@ -652,14 +652,18 @@ fn health_addr_serves_health_readiness_and_metrics() {
     let s = Scratch::new("ops");
     s.write("a.yaml", &manifest("a.example.com", None, 10));
     let p = Proc::run(&server, &s, &["--health-addr", "127.0.0.1:0"]);
-    p.wait_log("serving /healthz, /readyz, /metrics on ");
+    p.wait_log("operations endpoint on http://");
     let log = p.log();
+    assert_eq!(
+        log.matches("operations endpoint on").count(),
+        1,
+        "announced once:\n{log}"
+    );
     let addr = log
-        .split("serving /healthz, /readyz, /metrics on ")
+        .split("operations endpoint on http://")
         .nth(1)
-        .and_then(|rest| rest.lines().next())
+        .and_then(|rest| rest.split_whitespace().next())
         .unwrap()
-        .trim()
         .to_string();
     assert!(wait_until(|| stored(&server, "v1.a.example.com").is_some()));
     assert_eq!(http_get(&addr, "/healthz").0, 200);

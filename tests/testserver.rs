@@ -1217,7 +1217,19 @@ fn discovery_documents() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["apiregistration.k8s.io", "coordination.k8s.io"]);
+    assert_eq!(
+        names,
+        [
+            "apiregistration.k8s.io",
+            "coordination.k8s.io",
+            "events.k8s.io"
+        ]
+    );
+    let (_, r) = raw_json(&s, "GET", "/apis/events.k8s.io/v1", "", &Value::Null);
+    assert_eq!(
+        (&r["resources"][0]["name"], &r["resources"][0]["namespaced"]),
+        (&json!("events"), &json!(true))
+    );
     let (_, r) = raw_json(
         &s,
         "GET",
@@ -1229,6 +1241,46 @@ fn discovery_documents() {
     assert_eq!(r["resources"][0]["namespaced"], false);
     let (code, body) = raw_json(&s, "GET", "/openapi/v2", "", &Value::Null);
     assert_eq!((code, body["reason"].as_str()), (404, Some("NotFound")));
+}
+
+#[test]
+fn events_are_created_read_listed_and_validated_in_their_namespace() {
+    let s = TestServer::start();
+    let base = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let event = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "v1.foo.17a", "namespace": "default"},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "type": "Normal",
+        "reportingController": "autoregister", "reportingInstance": "h_1",
+        "action": "Create", "reason": "Registered",
+        "regarding": {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "name": "v1.foo"}
+    });
+    let ct = "application/json";
+    let (code, created) = raw_json(&s, "POST", base, ct, &event);
+    assert_eq!(code, 201, "{created}");
+    assert!(created["metadata"]["resourceVersion"].is_string());
+    let (code, got) = raw_json(&s, "GET", &format!("{base}/v1.foo.17a"), "", &Value::Null);
+    assert_eq!((code, &got["reason"]), (200, &json!("Registered")));
+    let (code, list) = raw_json(&s, "GET", base, "", &Value::Null);
+    assert_eq!((code, &list["kind"]), (200, &json!("EventList")));
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
+    let mut bad = event.clone();
+    bad["metadata"]["name"] = json!("v1.foo.17b");
+    bad["reason"] = json!("");
+    let (code, status) = raw_json(&s, "POST", base, ct, &bad);
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "reason");
+    // A cluster-scoped object's Event belongs in default, not elsewhere.
+    let mut elsewhere = event.clone();
+    elsewhere["metadata"]["namespace"] = json!("kube-system");
+    let (code, _) = raw_json(
+        &s,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/kube-system/events",
+        ct,
+        &elsewhere,
+    );
+    assert_eq!(code, 422);
 }
 
 #[test]

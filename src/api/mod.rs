@@ -1,6 +1,7 @@
 //! API types: the Kubernetes objects this program reads and writes.
 
 mod apiservice;
+mod event;
 mod lease;
 mod meta;
 mod resource;
@@ -12,6 +13,7 @@ pub use apiservice::{
     APIService, APIServiceCondition, APIServiceSpec, APIServiceStatus, ServiceReference,
     AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START,
 };
+pub use event::{Event, ObjectReference};
 pub use lease::{Lease, LeaseSpec};
 pub use meta::{ListMeta, ObjectList, ObjectMeta};
 pub use resource::Resource;

@@ -14,12 +14,34 @@ usage:
                     [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--qps F] [--burst N] [--resync DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
+                    [--events[=BOOL]]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
   autoregister version
 
 PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
 Durations: 500ms, 30s, 2m, 1h.
 Exit codes: 0 ok, 1 did not converge / runtime failure, 2 bad usage, manifest or kubeconfig.";
+
+/// Every flag with its range and default, printed after [`USAGE`] for `--help`.
+pub const FLAGS: &str = "\
+flags (run and plan):
+  --manifests PATH         required; a file or a directory (not recursive)
+  --kubeconfig FILE        default: $KUBECONFIG, else ~/.kube/config, else in-cluster
+  --context NAME           default: the kubeconfig's current-context
+  --server URL             overrides the kubeconfig's server
+  --qps F                  client-side requests/s, >= 0; 0 = off (default: off when the
+                           server sends API Priority and Fairness headers, else 50)
+  --burst N                client-side burst, >= 1 (default 100)
+flags (run only):
+  --once                   converge once and exit 0, or exit 1 after --timeout
+  --timeout DUR            for --once (default 60s)
+  --workers N              worker threads, 1..=256 (default 2)
+  --resync DUR             re-deliver every cached object this often, >= 1s; 0 = never (default)
+  --health-addr ADDR       serve /healthz, /readyz, /metrics on HOST:PORT or :PORT (default: off)
+  --leader-elect           run only while holding the Lease (default: off)
+  --lease-namespace NS     default kube-system
+  --lease-name NAME        default autoregister
+  --events[=BOOL]          record Kubernetes Events on the APIServices (default true)";
 
 /// A parsed command line.
 #[derive(Debug)]
@@ -70,6 +92,8 @@ pub struct RunArgs {
     pub lease_namespace: String,
     /// `--lease-name` (default `autoregister`).
     pub lease_name: String,
+    /// `--events` (default true): record Kubernetes Events for writes and refusals.
+    pub events: bool,
     /// Connection flags.
     pub kube: KubeArgs,
 }
@@ -105,6 +129,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut leader_elect = false;
     let mut lease_namespace = "kube-system".to_string();
     let mut lease_name = "autoregister".to_string();
+    let mut events = true;
     let mut kube = KubeArgs::default();
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         let run_only = |name: &str| {
@@ -139,7 +164,11 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 let b: u32 = v
                     .parse()
                     .map_err(|_| format!("--burst: invalid number {v:?}"))?;
-                kube.burst = Some(b.max(1));
+                // 0 would let no request through; client-go refuses it too.
+                if b == 0 {
+                    return Err("--burst must be >= 1, got 0".into());
+                }
+                kube.burst = Some(b);
             }
             Long("once") => {
                 run_only("once")?;
@@ -163,11 +192,20 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 run_only("resync")?;
                 let d =
                     duration::parse(&value(&mut parser)?).map_err(|e| format!("--resync: {e}"))?;
+                // client-go's informers floor the resync period at 1 s; below that a resync
+                // is a hot loop, so it is refused rather than silently raised. 0 = never.
+                if !d.is_zero() && d < MIN_RESYNC {
+                    return Err(format!(
+                        "--resync must be 0 (never) or at least 1s, got {d:?}"
+                    ));
+                }
                 resync = (!d.is_zero()).then_some(d);
             }
             Long("health-addr") => {
                 run_only("health-addr")?;
-                health_addr = Some(value(&mut parser)?);
+                let v = value(&mut parser)?;
+                check_listen_addr(&v).map_err(|e| format!("--health-addr: {e}"))?;
+                health_addr = Some(v);
             }
             Long("leader-elect") => {
                 run_only("leader-elect")?;
@@ -180,6 +218,15 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             Long("lease-name") => {
                 run_only("lease-name")?;
                 lease_name = value(&mut parser)?;
+            }
+            Long("events") => {
+                run_only("events")?;
+                // `--events` alone means true; `--events=false` turns Events off.
+                events = match parser.optional_value() {
+                    None => true,
+                    Some(v) => parse_bool(&v.to_string_lossy())
+                        .ok_or_else(|| format!("--events takes true or false, got {v:?}"))?,
+                };
             }
             other => return Err(other.unexpected().to_string()),
         }
@@ -199,11 +246,44 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             leader_elect,
             lease_namespace,
             lease_name,
+            events,
             kube,
         })
     } else {
         Command::Plan(PlanArgs { manifests, kube })
     })
+}
+
+/// Shortest `--resync` accepted (client-go's `minimumResyncPeriod`).
+pub const MIN_RESYNC: Duration = Duration::from_secs(1);
+
+/// Checks a listen address at argument time: `HOST:PORT` (an IP literal or a name such as
+/// `localhost`) or `:PORT` (every IPv4 interface).
+pub fn check_listen_addr(v: &str) -> Result<(), String> {
+    let bad = || format!("invalid address {v:?} (use HOST:PORT or :PORT, e.g. :8080)");
+    if v.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
+    port.parse::<u16>().map_err(|_| bad())?;
+    // A host name: DNS letters only, resolved when the server binds.
+    let name_ok = host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if name_ok && !host.starts_with(['-', '.']) {
+        Ok(())
+    } else {
+        Err(bad())
+    }
+}
+
+/// `true`/`false` as Go's `strconv.ParseBool` reads them (`1`, `t`, `TRUE`, ...).
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 fn value(parser: &mut lexopt::Parser) -> Result<String, String> {
@@ -282,6 +362,45 @@ mod tests {
         assert!(p("run --manifests m --bogus").is_err());
         assert!(p("frobnicate").is_err());
         assert!(p("run --manifests m --qps -1").is_err());
+        assert!(p("run --manifests m --burst 0")
+            .unwrap_err()
+            .contains(">= 1"));
+        assert!(p("run --manifests m --resync 500ms")
+            .unwrap_err()
+            .contains("at least 1s"));
+        for bad in ["8080", "localhost", ":http", "1.2.3.4:99999", "a b:80", ":"] {
+            assert!(
+                p(&format!("run --manifests m --health-addr {bad}")).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(p("run --manifests m --events=maybe").is_err());
+        assert!(p("plan --manifests m --events").is_err());
+    }
+
+    #[test]
+    fn listen_addresses_and_events_switch() {
+        for good in [
+            ":8080",
+            "0.0.0.0:8080",
+            "[::]:8080",
+            "localhost:0",
+            "127.0.0.1:0",
+        ] {
+            assert_eq!(check_listen_addr(good), Ok(()), "{good}");
+        }
+        let events = |s: &str| match p(s) {
+            Ok(Command::Run(r)) => r.events,
+            other => panic!("{other:?}"),
+        };
+        assert!(events("run --manifests m"));
+        assert!(events("run --manifests m --events"));
+        assert!(!events("run --manifests m --events=false"));
+        assert!(events("run --manifests m --events=true"));
+        let Ok(Command::Run(r)) = p("run --manifests m --resync 0s") else {
+            panic!("not run")
+        };
+        assert_eq!(r.resync, None, "0 means never");
     }
 
     #[test]

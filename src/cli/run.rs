@@ -7,19 +7,23 @@ use autoregister::api::Lease;
 use autoregister::client::{Api, Client};
 use autoregister::controller::decision::{Desired, SyncMode};
 use autoregister::controller::manifests::{fingerprint, ManifestSet};
-use autoregister::controller::{Controller, ControllerOptions};
+use autoregister::controller::{Controller, ControllerOptions, ReloadResult};
 use autoregister::ops::{OpsServer, OpsSources};
 use autoregister::runtime::leader::{
-    default_identity, LeaderCallbacks, LeaderConfig, LeaderElector, LeaderHandle,
+    default_identity, LeaderCallbacks, LeaderConfig, LeaderElector, LeaderHandle, LeaderMetrics,
 };
 use crossbeam_channel::{never, select, tick, Receiver};
 use log::{error, info, warn};
+use std::sync::Arc;
 
 use super::args::RunArgs;
 use super::{connect, exit, signals, Failure};
 
 /// How often PATH is checked for changes.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);
+
+/// `--once`: how long a converged run waits for its Events to be written (best-effort).
+const EVENT_FLUSH: Duration = Duration::from_secs(2);
 
 /// How often the wait for leadership looks for a stop signal.
 const LEADER_WAIT_SLICE: Duration = Duration::from_millis(200);
@@ -34,30 +38,41 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     let client = connect::client(&args.kube)?;
     let stop = signals::stop_channel()
         .map_err(|e| Failure::failed(format!("cannot install signal handlers: {e}")))?;
+    // One identity for the Lease and the Events' reportingInstance.
+    let identity = default_identity();
     let controller = Controller::new(
         client,
         ControllerOptions {
             workers: args.workers,
             resync: args.resync,
+            events_instance: args.events.then(|| identity.clone()),
         },
     );
+    controller.metrics().manifest_reload(ReloadResult::Ok);
+    let leader_metrics = args
+        .leader_elect
+        .then(|| LeaderMetrics::new(args.lease_name.clone()));
     // Serving before leader election and start: a standby replica must answer its probes,
     // and /readyz says 503 while the cache syncs.
     let ops = match &args.health_addr {
         Some(addr) => {
-            let server = OpsServer::start(addr, OpsSources::for_controller(&controller))
+            // OpsServer::start announces the address it bound (once).
+            let mut sources = OpsSources::for_controller(&controller);
+            if let Some(m) = &leader_metrics {
+                sources = sources.metrics(m.clone());
+            }
+            let server = OpsServer::start(addr, sources)
                 .map_err(|e| Failure::failed(format!("cannot serve --health-addr {addr}: {e}")))?;
-            info!(
-                "serving /healthz, /readyz, /metrics on {}",
-                server.local_addr()
-            );
             Some(server)
         }
         None => None,
     };
     // A standby starts no controller threads and writes nothing; a signal still ends the wait.
     let leader = if args.leader_elect {
-        match become_leader(args, controller.client(), &stop)? {
+        let metrics = leader_metrics
+            .clone()
+            .unwrap_or_else(|| LeaderMetrics::new(""));
+        match become_leader(args, controller.client(), &identity, metrics, &stop)? {
             Some(handle) => Some(handle),
             None => {
                 info!("signal received before becoming leader, stopping");
@@ -109,6 +124,8 @@ fn once(args: &RunArgs, controller: &Controller, stop: &Receiver<i32>, lost: &Re
         match controller.wait_converged(slice) {
             Ok(()) => {
                 info!("converged");
+                // The Events of this run's writes, before shutdown drops what is queued.
+                controller.events().flush(EVENT_FLUSH);
                 return exit::OK;
             }
             Err(pending) if std::time::Instant::now() >= deadline => {
@@ -161,6 +178,11 @@ fn keep_running(
                 for e in &loaded.errors {
                     warn!("{e} (keeping the last good objects of that file)");
                 }
+                controller.metrics().manifest_reload(if loaded.errors.is_empty() {
+                    ReloadResult::Ok
+                } else {
+                    ReloadResult::Error
+                });
                 apply(controller, applied, loaded.desired);
             }
         }
@@ -172,19 +194,23 @@ fn keep_running(
 fn become_leader(
     args: &RunArgs,
     client: &Client,
+    identity: &str,
+    metrics: Arc<LeaderMetrics>,
     stop: &Receiver<i32>,
 ) -> Result<Option<LeaderHandle>, Failure> {
     // Its own client (rate limiter, connections), as client-go-based controllers do:
     // renewals must not queue behind the controller's writes.
     let lease_client = Client::new(client.config().clone())
         .map_err(|e| Failure::failed(format!("cannot build the leader-election client: {e}")))?;
-    let identity = default_identity();
+    let (up, down) = (metrics.clone(), metrics);
     let handle = LeaderElector::start(
         Api::<Lease>::namespaced(lease_client, &args.lease_namespace),
         &args.lease_name,
-        identity.clone(),
+        identity.to_string(),
         LeaderConfig::default(),
-        LeaderCallbacks::new(),
+        LeaderCallbacks::new()
+            .on_started_leading(move || up.set_leading(true))
+            .on_stopped_leading(move || down.set_leading(false)),
     )
     .map_err(|e| Failure::failed(format!("cannot start leader election: {e}")))?;
     info!(

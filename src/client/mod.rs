@@ -8,7 +8,7 @@ mod incluster;
 mod infer;
 mod kubeconfig;
 mod metrics;
-mod ratelimit;
+pub(crate) mod ratelimit;
 mod rest;
 mod tls;
 mod transport;

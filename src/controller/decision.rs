@@ -167,6 +167,24 @@ impl Cell {
         self.column
     }
 
+    /// What the cell means in words, for logs: `managed always, desired always` for 6C.
+    pub fn meaning(self) -> String {
+        let row = match self.row {
+            1 => "lookup failed",
+            2 => "absent",
+            3 => "not ours",
+            4 => "ours onstart, created after start",
+            5 => "ours onstart, present at start",
+            _ => "managed always",
+        };
+        let column = match self.column {
+            'A' => "not desired",
+            'B' => "desired onstart",
+            _ => "desired always",
+        };
+        format!("{row}, {column}")
+    }
+
     /// The cell the facts fall in, whatever action fires.
     pub fn of(desired: Option<&Desired>, current: Current<'_>, present_at_start: bool) -> Cell {
         let row = match current {
@@ -366,6 +384,21 @@ mod tests {
             (false, Some(c)) => Current::Present(c),
         };
         decide(d.as_ref(), current, synced_once, at_start)
+    }
+
+    #[test]
+    fn every_cell_has_a_distinct_meaning() {
+        let mut seen = std::collections::HashSet::new();
+        for row in 1..=6 {
+            for column in ['A', 'B', 'C'] {
+                let cell = Cell::new(row, column).unwrap();
+                assert!(seen.insert(cell.meaning()), "{cell} repeats a meaning");
+            }
+        }
+        assert_eq!(
+            Cell::new(6, 'C').unwrap().meaning(),
+            "managed always, desired always"
+        );
     }
 
     #[test]

@@ -9,6 +9,9 @@ use log::{debug, info, warn};
 use parking_lot::Mutex;
 
 use super::decision::{Desired, SyncMode};
+use super::events::EventRecorder;
+use super::metrics::{ControllerMetrics, Gauges};
+use super::report::Reporters;
 use super::state::State;
 use super::sync;
 use crate::api::{APIService, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_ON_START};
@@ -27,6 +30,9 @@ pub struct ControllerOptions {
     pub workers: usize,
     /// Re-deliver every cached object this often (None: never).
     pub resync: Option<Duration>,
+    /// Record Kubernetes Events for writes and refusals, reported by this instance name
+    /// (the leader-election identity); `None` (the default): no Events.
+    pub events_instance: Option<String>,
 }
 
 impl Default for ControllerOptions {
@@ -34,6 +40,7 @@ impl Default for ControllerOptions {
         ControllerOptions {
             workers: 2,
             resync: None,
+            events_instance: None,
         }
     }
 }
@@ -62,6 +69,7 @@ struct Inner {
     state: State,
     store: Arc<Store<APIService>>,
     queue: Arc<RateLimitingQueue<String>>,
+    report: Reporters,
     threads: Mutex<Threads>,
 }
 
@@ -90,6 +98,17 @@ impl EventHandler<APIService> for Enqueue {
 impl Controller {
     /// A controller for the cluster behind `client`; nothing runs until [`start`](Self::start).
     pub fn new(client: Client, options: ControllerOptions) -> Self {
+        let events = match &options.events_instance {
+            // Its own client: Event writes never queue behind (or delay) the controller's.
+            Some(instance) => match Client::new(client.config().clone()) {
+                Ok(c) => EventRecorder::new(c, instance.clone()),
+                Err(e) => {
+                    warn!("cannot build the Event client, no Events will be recorded: {e}");
+                    EventRecorder::disabled()
+                }
+            },
+            None => EventRecorder::disabled(),
+        };
         Controller {
             inner: Arc::new(Inner {
                 api: Api::all(client),
@@ -97,6 +116,7 @@ impl Controller {
                 state: State::default(),
                 store: Arc::new(Store::new()),
                 queue: Arc::new(RateLimitingQueue::with_defaults(QUEUE_NAME)),
+                report: Reporters::new(Arc::new(ControllerMetrics::new()), events),
                 threads: Mutex::new(Threads::default()),
             }),
         }
@@ -140,6 +160,7 @@ impl Controller {
             return;
         }
         threads.started = true;
+        self.inner.report.events.start();
         let opts = ReflectorOptions {
             resync: self.inner.options.resync,
             ..Default::default()
@@ -215,6 +236,28 @@ impl Controller {
         self.inner.queue.metrics().clone()
     }
 
+    /// The controller's own counters (syncs, manifest reloads); the manifest reload loop
+    /// reports into them with [`ControllerMetrics::manifest_reload`].
+    pub fn metrics(&self) -> &Arc<ControllerMetrics> {
+        &self.inner.report.metrics
+    }
+
+    /// The Event recorder (disabled unless [`ControllerOptions::events_instance`] is set),
+    /// e.g. to record a refusal such as [`EventReason::EmptySetRefused`](super::events::EventReason).
+    pub fn events(&self) -> &EventRecorder {
+        &self.inner.report.events
+    }
+
+    /// The set sizes behind the controller's gauges, counted now.
+    pub fn gauges(&self) -> Gauges {
+        self.inner.gauges()
+    }
+
+    /// The controller's metrics (counters and gauges) in the Prometheus text format.
+    pub fn render_metrics(&self) -> String {
+        self.inner.report.metrics.render_prometheus(self.gauges())
+    }
+
     /// The REST client this controller talks through (its metrics, its config).
     pub fn client(&self) -> &Client {
         self.inner.api.client()
@@ -230,6 +273,8 @@ impl Controller {
             r.stop();
         }
         self.inner.queue.shutdown();
+        // No Event write after shutdown either; one in flight ends within its timeout.
+        self.inner.report.events.shutdown();
         self.inner.state.wake_all();
         if let Some(r) = threads.reflector.take() {
             r.join();
@@ -270,7 +315,7 @@ impl Inner {
 
     fn work(&self) {
         while let Some(name) = self.queue.get() {
-            match sync::sync(&self.state, &self.store, &self.api, &name) {
+            match sync::sync(&self.state, &self.store, &self.api, &self.report, &name) {
                 Ok(()) => self.queue.forget(&name),
                 Err(e) => match e.retry_after() {
                     Some(wait) => self.queue.add_after(name.clone(), wait),
@@ -281,17 +326,34 @@ impl Inner {
         }
     }
 
+    /// Whether `obj` carries our ownership label (`onstart` or `true`): the one place that
+    /// says which label marks ownership, for `--once` and the gauges.
+    fn is_ours(&self, obj: &APIService) -> bool {
+        matches!(
+            obj.auto_managed(),
+            Some(AUTO_MANAGED_ON_START | AUTO_MANAGED_ALWAYS)
+        )
+    }
+
     /// Up to `limit` names `--once` still waits for (see [`State::unsynced`]).
     fn unsynced(&self, limit: usize) -> Vec<String> {
-        let managed = |name: &str| {
-            self.store.get(name).is_some_and(|o| {
-                matches!(
-                    o.auto_managed(),
-                    Some(AUTO_MANAGED_ON_START | AUTO_MANAGED_ALWAYS)
-                )
-            })
-        };
+        let managed = |name: &str| self.store.get(name).is_some_and(|o| self.is_ours(&o));
         self.state.unsynced(managed, limit)
+    }
+
+    /// Counts the desired set, our cached objects, and desired names someone else holds.
+    fn gauges(&self) -> Gauges {
+        let desired = self.state.desired_names();
+        let unowned_desired = desired
+            .iter()
+            .filter(|n| self.store.get(n).is_some_and(|o| !self.is_ours(&o)))
+            .count();
+        let managed = self.store.list().iter().filter(|o| self.is_ours(o)).count();
+        Gauges {
+            desired: desired.len(),
+            managed,
+            unowned_desired,
+        }
     }
 
     fn pending(&self) -> Vec<Pending> {

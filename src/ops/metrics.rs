@@ -32,6 +32,18 @@ impl MetricsSource for RestMetrics {
     }
 }
 
+impl MetricsSource for super::ProcessMetrics {
+    fn render_prometheus(&self) -> String {
+        super::ProcessMetrics::render_prometheus(self)
+    }
+}
+
+impl MetricsSource for crate::runtime::leader::LeaderMetrics {
+    fn render_prometheus(&self) -> String {
+        crate::runtime::leader::LeaderMetrics::render_prometheus(self)
+    }
+}
+
 impl<F: Fn() -> String + Send + Sync> MetricsSource for F {
     fn render_prometheus(&self) -> String {
         self()

@@ -24,12 +24,14 @@
 
 mod health;
 mod metrics;
+mod process;
 mod request;
 mod server;
 mod sources;
 
 pub use health::ReadyCheck;
 pub use metrics::{compose, MetricsSource, CONTENT_TYPE};
+pub use process::ProcessMetrics;
 pub use request::MAX_HEAD_BYTES;
 pub use server::{OpsServer, IO_TIMEOUT, MAX_CONNECTIONS};
 pub use sources::OpsSources;

@@ -19,12 +19,16 @@ impl OpsSources {
         OpsSources::default()
     }
 
-    /// The controller's workqueue and REST client metrics, and readiness once its cache synced.
+    /// The controller's own, workqueue, REST client and process metrics, and readiness once
+    /// its cache synced.
     pub fn for_controller(controller: &Controller) -> Self {
         let c = controller.clone();
+        let own = controller.clone();
         OpsSources::new()
+            .metrics(Arc::new(move || own.render_metrics()))
             .metrics(controller.queue_metrics())
             .metrics(controller.client().metrics().clone())
+            .metrics(Arc::new(super::ProcessMetrics))
             .readiness_check("apiservice-cache-synced", move || {
                 // A controller not started yet (a standby waiting for leadership) has no
                 // cache to wait for; it is ready to take over.

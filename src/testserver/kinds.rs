@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::errors::FieldError;
+use super::event_validation;
 use super::validation;
 
 /// Validation hook: `Err` is a decode failure (400), `Ok(errors)` field errors (422 when any).
@@ -72,6 +73,20 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &[],
         default: |_| {},
         validate: validation::validate_lease,
+        unknown_fields: |_| Vec::new(),
+    },
+    Kind {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        singular: "event",
+        namespaced: true,
+        status_subresource: false,
+        categories: &[],
+        short_names: &["ev"],
+        default: |_| {},
+        validate: event_validation::validate_event,
         unknown_fields: |_| Vec::new(),
     },
 ];

@@ -1,6 +1,7 @@
 //! An in-process Kubernetes API server with real semantics, for tests, benchmarks and the demo.
 //!
-//! Serves `apiregistration.k8s.io/v1` APIServices and `coordination.k8s.io/v1` Leases over
+//! Serves `apiregistration.k8s.io/v1` APIServices, `coordination.k8s.io/v1` Leases and
+//! `events.k8s.io/v1` Events over
 //! HTTP/1.1 (optionally TLS) on loopback, one thread per connection, with the real server's
 //! resourceVersion, validation, pagination and watch semantics, plus fault injection and a
 //! request log. See [`TestServer`].
@@ -30,6 +31,7 @@
 mod admin;
 mod discovery;
 mod errors;
+mod event_validation;
 mod faults;
 mod http;
 mod kinds;

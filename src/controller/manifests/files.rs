@@ -49,6 +49,10 @@ pub fn fingerprint(path: &Path) -> u64 {
         Ok(files) => {
             for file in files {
                 file.hash(&mut h);
+                // Where the symlinks lead: a ConfigMap update flips `..data` to a new
+                // timestamped directory, which changes this even when sizes, times and
+                // (reused) inode numbers do not.
+                fs::canonicalize(&file).ok().hash(&mut h);
                 match fs::metadata(&file) {
                     Ok(m) => {
                         m.len().hash(&mut h);

@@ -26,9 +26,11 @@ pub mod decide;
 mod elector;
 mod handle;
 mod identity;
+mod metrics;
 
 pub use callbacks::LeaderCallbacks;
 pub use config::{LeaderConfig, ACQUIRE_JITTER};
 pub use elector::LeaderElector;
 pub use handle::LeaderHandle;
 pub use identity::default_identity;
+pub use metrics::LeaderMetrics;

@@ -1,0 +1,70 @@
+//! Why an Event is recorded: its reason, type and action.
+
+use std::fmt;
+
+/// The reasons this controller records Events for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventReason {
+    /// Created a desired APIService (action `Create`).
+    Registered,
+    /// Replaced a managed APIService's spec (action `Update`).
+    Updated,
+    /// Deleted a managed APIService that is no longer desired (action `Delete`).
+    Deregistered,
+    /// Took over a desired APIService that had no ownership label (`--adopt`; action `Adopt`).
+    Adopted,
+    /// Left a desired APIService alone because someone else owns it (Warning, action `Skip`).
+    NotOwned,
+    /// Refused to delete managed APIServices because the desired set became empty
+    /// (Warning, action `Delete`; `--allow-empty` permits it).
+    EmptySetRefused,
+}
+
+impl EventReason {
+    /// Every reason, for documentation and tests.
+    pub const ALL: [EventReason; 6] = [
+        EventReason::Registered,
+        EventReason::Updated,
+        EventReason::Deregistered,
+        EventReason::Adopted,
+        EventReason::NotOwned,
+        EventReason::EmptySetRefused,
+    ];
+
+    /// The Event's `reason`, CamelCase as Kubernetes writes them.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventReason::Registered => "Registered",
+            EventReason::Updated => "Updated",
+            EventReason::Deregistered => "Deregistered",
+            EventReason::Adopted => "Adopted",
+            EventReason::NotOwned => "NotOwned",
+            EventReason::EmptySetRefused => "EmptySetRefused",
+        }
+    }
+
+    /// `Normal` for a write, `Warning` for a refusal an operator should look at.
+    pub fn event_type(self) -> &'static str {
+        match self {
+            EventReason::NotOwned | EventReason::EmptySetRefused => "Warning",
+            _ => "Normal",
+        }
+    }
+
+    /// The Event's `action`: what was done, or (for a refusal) not done.
+    pub fn action(self) -> &'static str {
+        match self {
+            EventReason::Registered => "Create",
+            EventReason::Updated => "Update",
+            EventReason::Deregistered | EventReason::EmptySetRefused => "Delete",
+            EventReason::Adopted => "Adopt",
+            EventReason::NotOwned => "Skip",
+        }
+    }
+}
+
+impl fmt::Display for EventReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

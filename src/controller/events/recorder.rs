@@ -1,0 +1,324 @@
+//! The recorder: a non-blocking `record` and one background thread that writes Events.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{bounded, select, Receiver, Sender, TrySendError};
+use log::{debug, warn};
+use parking_lot::Mutex;
+
+use super::{Deduper, EventReason, DEDUP_WINDOW};
+use crate::api::{time, APIService, Event, ObjectMeta, ObjectReference, Resource};
+use crate::client::ratelimit::TokenBucket;
+use crate::client::{Api, Client};
+
+/// `reportingController` of every Event.
+pub const REPORTING_CONTROLLER: &str = "autoregister";
+
+/// Where Events about APIServices go: they are cluster-scoped, and client-go's recorder puts
+/// such Events in `default` (`metav1.NamespaceDefault`), where `kubectl describe` looks.
+pub const EVENT_NAMESPACE: &str = "default";
+
+/// Events waiting to be written; past this, new ones are dropped (best-effort).
+pub const QUEUE_CAPACITY: usize = 256;
+
+/// Event writes per second after a burst of [`EVENTS_BURST`]: registering a thousand
+/// APIServices must not send a thousand Events at once (client-go's spam filter has a
+/// burst of 25 too).
+pub const EVENTS_QPS: f32 = 5.0;
+/// See [`EVENTS_QPS`].
+pub const EVENTS_BURST: u32 = 25;
+
+/// An Event that cannot be written within this long is dropped: it must not hold up shutdown.
+pub const EVENT_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The API server refuses an Event `note` longer than 1 kB.
+pub const MAX_NOTE_BYTES: usize = 1024;
+
+/// Records Events; a cheap `Clone + Send + Sync` handle. A disabled recorder does nothing.
+#[derive(Clone)]
+pub struct EventRecorder {
+    shared: Option<Arc<Shared>>,
+}
+
+struct Shared {
+    instance: String,
+    api: Api<Event>,
+    tx: Sender<Event>,
+    rx: Receiver<Event>,
+    dedup: Mutex<Deduper>,
+    /// Dropping the sender stops the writer thread (its `recv` fails at once).
+    stop: Mutex<Option<Sender<()>>>,
+    stop_rx: Receiver<()>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    started: Mutex<bool>,
+    /// Events queued or being written, for [`EventRecorder::flush`].
+    pending: AtomicUsize,
+}
+
+impl EventRecorder {
+    /// A recorder that records nothing (`--events=false`).
+    pub fn disabled() -> EventRecorder {
+        EventRecorder { shared: None }
+    }
+
+    /// A recorder writing through `client` as `instance` (the leader-election identity);
+    /// nothing is written until [`start`](Self::start).
+    pub fn new(client: Client, instance: impl Into<String>) -> EventRecorder {
+        let (tx, rx) = bounded(QUEUE_CAPACITY);
+        let (stop, stop_rx) = bounded(0);
+        let api = Api::namespaced(client, EVENT_NAMESPACE).with_timeout(EVENT_WRITE_TIMEOUT);
+        EventRecorder {
+            shared: Some(Arc::new(Shared {
+                instance: instance.into(),
+                api,
+                tx,
+                rx,
+                dedup: Mutex::new(Deduper::new(DEDUP_WINDOW)),
+                stop: Mutex::new(Some(stop)),
+                stop_rx,
+                thread: Mutex::new(None),
+                started: Mutex::new(false),
+                pending: AtomicUsize::new(0),
+            })),
+        }
+    }
+
+    /// Whether Events are recorded at all.
+    pub fn is_enabled(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Records an Event about APIService `name` (with `uid` when known). Never blocks: a
+    /// repeat within the dedup window, or an Event past a full queue, is dropped.
+    pub fn record(&self, name: &str, uid: Option<&str>, reason: EventReason, note: &str) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        let note = truncate(note, MAX_NOTE_BYTES);
+        if !shared
+            .dedup
+            .lock()
+            .admit(name, reason, note, Instant::now())
+        {
+            debug!("event {reason} for {name}: repeat within the dedup window, dropped");
+            return;
+        }
+        let event = make_event(&shared.instance, name, uid, reason, note, SystemTime::now());
+        // Counted before it is queued, so the writer never sees it uncounted.
+        shared.pending.fetch_add(1, Ordering::SeqCst);
+        if let Err(e) = shared.tx.try_send(event) {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            if matches!(e, TrySendError::Full(_)) {
+                debug!("event {reason} for {name}: queue full, dropped");
+            }
+        }
+    }
+
+    /// Starts the writer thread. Idempotent; does nothing after [`shutdown`](Self::shutdown).
+    pub fn start(&self) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        let mut started = shared.started.lock();
+        if *started {
+            return;
+        }
+        *started = true;
+        let s = shared.clone();
+        match std::thread::Builder::new()
+            .name("autoregister-events".into())
+            .spawn(move || s.write_loop())
+        {
+            Ok(h) => *shared.thread.lock() = Some(h),
+            Err(e) => {
+                warn!("cannot start the Event writer thread, no Events will be recorded: {e}")
+            }
+        }
+    }
+
+    /// Waits up to `timeout` until every queued Event has been written (or has failed), so
+    /// that a `--once` run that converged leaves its Events behind; false on timeout.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let Some(shared) = &self.shared else {
+            return true;
+        };
+        if shared.thread.lock().is_none() {
+            return shared.pending.load(Ordering::SeqCst) == 0;
+        }
+        let deadline = Instant::now() + timeout;
+        while shared.pending.load(Ordering::SeqCst) > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// Stops the writer (queued Events are dropped: no write after shutdown) and waits for
+    /// it; an Event being written ends within [`EVENT_WRITE_TIMEOUT`]. Idempotent.
+    pub fn shutdown(&self) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        *shared.started.lock() = true;
+        drop(shared.stop.lock().take());
+        if let Some(h) = shared.thread.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for EventRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventRecorder")
+            .field("enabled", &self.is_enabled())
+            .finish()
+    }
+}
+
+impl Shared {
+    fn write_loop(&self) {
+        let bucket = TokenBucket::new(EVENTS_QPS, EVENTS_BURST);
+        let mut warned = false;
+        loop {
+            let event = select! {
+                recv(self.stop_rx) -> _ => return,
+                recv(self.rx) -> e => match e {
+                    Ok(e) => e,
+                    Err(_) => return,
+                },
+            };
+            // Paced; a stop still ends the wait at once, and nothing is written after it.
+            let wait = bucket.reserve(Instant::now());
+            if self.stopped_within(wait) {
+                return;
+            }
+            let what = format!("{} for {}", event.reason, event.regarding.name);
+            let written = self.api.create(&event);
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            match written {
+                Ok(_) => debug!("event {what} recorded"),
+                // One warning says what is wrong (RBAC, usually); the rest would be noise.
+                Err(e) if !warned => {
+                    warned = true;
+                    warn!(
+                        "cannot record Event {what}: {e} (Events are best-effort; \
+                         the ServiceAccount needs create on events.k8s.io events in {EVENT_NAMESPACE}; \
+                         further failures are logged at debug)"
+                    );
+                }
+                Err(e) => debug!("cannot record Event {what}: {e}"),
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Waits up to `d` for a stop (the stop sender is only ever dropped, never sent on).
+    fn stopped_within(&self, d: Duration) -> bool {
+        matches!(
+            self.stop_rx.recv_timeout(d),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+        )
+    }
+}
+
+/// The Event client-go's `events.EventRecorder` would write for this APIService.
+fn make_event(
+    instance: &str,
+    name: &str,
+    uid: Option<&str>,
+    reason: EventReason,
+    note: &str,
+    now: SystemTime,
+) -> Event {
+    let nanos = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut metadata = ObjectMeta::named(format!("{name}.{nanos:x}"));
+    metadata.namespace = Some(EVENT_NAMESPACE.to_string());
+    Event {
+        api_version: Event::api_version(),
+        kind: Event::KIND.to_string(),
+        metadata,
+        event_time: time::format_rfc3339_micro(now),
+        reporting_controller: REPORTING_CONTROLLER.to_string(),
+        reporting_instance: instance.to_string(),
+        action: reason.action().to_string(),
+        reason: reason.as_str().to_string(),
+        regarding: ObjectReference {
+            api_version: APIService::api_version(),
+            kind: APIService::KIND.to_string(),
+            name: name.to_string(),
+            uid: uid.unwrap_or_default().to_string(),
+            ..Default::default()
+        },
+        note: note.to_string(),
+        type_: reason.event_type().to_string(),
+        extra: Default::default(),
+    }
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary.
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_names_the_apiservice_in_default_as_client_go_does() {
+        let t = UNIX_EPOCH + Duration::new(1_700_000_000, 5);
+        let e = make_event(
+            "host_1",
+            "v1.foo",
+            Some("u-1"),
+            EventReason::NotOwned,
+            "x",
+            t,
+        );
+        assert_eq!(e.metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(
+            e.metadata.name.as_deref(),
+            Some(format!("v1.foo.{:x}", 1_700_000_000_000_000_005u128).as_str())
+        );
+        assert_eq!(
+            (e.type_.as_str(), e.action.as_str(), e.reason.as_str()),
+            ("Warning", "Skip", "NotOwned")
+        );
+        assert_eq!(e.regarding.api_version, "apiregistration.k8s.io/v1");
+        assert_eq!(e.regarding.uid, "u-1");
+        assert_eq!(e.event_time.len(), "2023-11-14T22:13:20.000000Z".len());
+    }
+
+    #[test]
+    fn notes_are_cut_to_1kb_on_a_character_boundary() {
+        let long = "é".repeat(600);
+        let cut = truncate(&long, MAX_NOTE_BYTES);
+        assert!(cut.len() <= MAX_NOTE_BYTES && cut.len() >= MAX_NOTE_BYTES - 1);
+        assert_eq!(truncate("short", MAX_NOTE_BYTES), "short");
+    }
+
+    #[test]
+    fn a_disabled_recorder_does_nothing() {
+        let r = EventRecorder::disabled();
+        r.record("v1.foo", None, EventReason::Registered, "");
+        r.start();
+        r.shutdown();
+        assert!(!r.is_enabled());
+    }
+}
