@@ -619,3 +619,30 @@ fn the_deployment_follows_a_configmap_data_swap_records_events_and_needs_exactly
         assert!(used, "granted but never sent: {g:?}\nsent: {sent:#?}");
     }
 }
+
+#[test]
+fn kubectl_reads_every_deploy_object_offline() {
+    // `kubectl apply --dry-run=client` needs a cluster's discovery; `--local` decodes
+    // every object with kubectl's own scheme and no server.
+    let out = Command::new("kubectl")
+        .args(["label", "--local", "-o", "name", "check=ok", "-f"])
+        .arg(repo().join("deploy"))
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .expect("kubectl (.ci/run installs it)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names: Vec<&str> = stdout.lines().collect();
+    assert_eq!(names.len(), deploy_objects().len(), "{stdout}");
+    for want in [
+        "deployment.apps/autoregister",
+        "clusterrole.rbac.authorization.k8s.io/autoregister",
+        "configmap/autoregister-manifests",
+    ] {
+        assert!(names.contains(&want), "{stdout}");
+    }
+}

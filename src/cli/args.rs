@@ -29,8 +29,7 @@ flags (run and plan):
   --kubeconfig FILE        default: $KUBECONFIG, else ~/.kube/config, else in-cluster
   --context NAME           default: the kubeconfig's current-context
   --server URL             overrides the kubeconfig's server
-  --qps F                  client-side requests/s, >= 0; 0 = off (default: off when the
-                           server sends API Priority and Fairness headers, else 50)
+  --qps F                  client-side requests/s, >= 0; 0 = off (default 50)
   --burst N                client-side burst, >= 1 (default 100)
 flags (run only):
   --once                   converge once and exit 0, or exit 1 after --timeout
