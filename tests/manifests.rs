@@ -119,7 +119,12 @@ fn example_manifests_load_and_pass_api_server_validation() {
             SyncMode::Always
         };
         assert_eq!(d.mode, want, "{name}");
-        assert_eq!(d.object.auto_managed(), Some(want.label_value()), "{name}");
+        let written = autoregister::controller::Ownership::default().labelled(&d.object, d.mode);
+        assert_eq!(
+            written.ownership(DEFAULT_LABEL_KEY),
+            Some(want.label_value()),
+            "{name}"
+        );
     }
     let ca = desired["v1beta1.metrics.k8s.io"]
         .object
