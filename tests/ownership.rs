@@ -12,7 +12,7 @@ use autoregister::api::{AUTO_MANAGED_LABEL, DEFAULT_LABEL_KEY as KEY};
 use autoregister::testserver::TestServer;
 use binary::{is_write, manifest, object, stored, uid, wait_until, writes, Proc, Scratch, WAIT};
 
-fn label<'a>(server: &'a TestServer, name: &str, key: &str) -> Option<String> {
+fn label(server: &TestServer, name: &str, key: &str) -> Option<String> {
     stored(server, name).and_then(|o| o["metadata"]["labels"][key].as_str().map(str::to_string))
 }
 
