@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use autoregister::api::DEFAULT_LABEL_KEY;
 use autoregister::testserver::TestServer;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -217,7 +218,7 @@ fn deploy_yaml_parses_and_the_deployment_matches_the_cli_contract() {
     for (file, text) in configmap_data(&objs) {
         std::fs::write(scratch.path(&file), text).unwrap();
     }
-    let desired = autoregister::controller::load(&scratch.0)
+    let desired = autoregister::controller::load(&scratch.0, DEFAULT_LABEL_KEY)
         .unwrap_or_else(|e| panic!("ConfigMap manifests: {e:?}"));
     assert!(!desired.is_empty());
 
@@ -444,12 +445,12 @@ fn the_deployment_follows_a_configmap_data_swap_records_events_and_needs_exactly
     let mut volume = ConfigMapDir::new(scratch.path("manifests"));
     let mut data = configmap_data(&objs);
     volume.publish(&data);
-    let first = autoregister::controller::load(&volume.dir).unwrap();
+    let first = autoregister::controller::load(&volume.dir, DEFAULT_LABEL_KEY).unwrap();
     let names: Vec<String> = first.keys().cloned().collect();
 
     let run_args = test_args(&args, &volume.dir, &kubeconfig);
     let run_args: Vec<&str> = run_args.iter().map(String::as_str).collect();
-    let p = Proc::spawn(&run_args, "info");
+    let p = Proc::spawn(&run_args);
     let addr = p.ops_addr();
     p.wait_log("leader election: leading as ");
     assert!(
@@ -474,7 +475,7 @@ fn the_deployment_follows_a_configmap_data_swap_records_events_and_needs_exactly
     let removed_file = data.keys().find(|k| **k != file).cloned().unwrap();
     data.remove(&removed_file);
     volume.publish(&data);
-    let second = autoregister::controller::load(&volume.dir).unwrap();
+    let second = autoregister::controller::load(&volume.dir, DEFAULT_LABEL_KEY).unwrap();
     let removed: Vec<&String> = names.iter().filter(|n| !second.contains_key(*n)).collect();
     assert!(!removed.is_empty());
     assert!(

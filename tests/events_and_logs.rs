@@ -36,7 +36,6 @@ struct Setup {
 impl Setup {
     fn new(tag: &str) -> Setup {
         let scratch = Scratch::new(tag);
-        std::fs::create_dir(scratch.path("manifests")).unwrap();
         Setup {
             server: TestServer::start(),
             scratch,
@@ -44,16 +43,12 @@ impl Setup {
     }
 
     fn write(&self, file: &str, text: &str) {
-        // Write then rename so the controller never reads half a file.
-        let tmp = self.scratch.path(&format!(".{file}.tmp"));
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(&tmp, self.scratch.path("manifests").join(file)).unwrap();
+        self.scratch.write(file, text);
     }
 
     fn run(&self, extra: &[&str], rust_log: &str) -> Proc {
-        let kc = self.scratch.path("kubeconfig");
-        self.server.write_kubeconfig(&kc).unwrap();
-        let manifests = self.scratch.path("manifests");
+        let kc = self.scratch.kubeconfig(&self.server);
+        let manifests = self.scratch.manifests();
         let mut args = vec![
             "run",
             "--manifests",
@@ -62,7 +57,7 @@ impl Setup {
             kc.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        Proc::spawn(&args, rust_log)
+        Proc::spawn_logging(&args, rust_log)
     }
 
     fn event_requests(&self) -> usize {

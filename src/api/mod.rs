@@ -2,6 +2,7 @@
 
 mod apiservice;
 mod event;
+mod label;
 mod lease;
 mod meta;
 mod resource;
@@ -11,9 +12,10 @@ mod watch;
 
 pub use apiservice::{
     APIService, APIServiceCondition, APIServiceSpec, APIServiceStatus, ServiceReference,
-    AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START,
+    AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START, DEFAULT_LABEL_KEY,
 };
 pub use event::{Event, ObjectReference};
+pub use label::{is_reserved_label_key, validate_label_key};
 pub use lease::{Lease, LeaseSpec};
 pub use meta::{ListMeta, ObjectList, ObjectMeta};
 pub use resource::Resource;

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
-use super::decision::{Desired, SyncMode};
+use super::decision::{Desired, Ownership, SyncMode};
 use super::events::EventRecorder;
+use super::fights::FightDetector;
 use super::metrics::{ControllerMetrics, Gauges};
 use super::report::Reporters;
 use super::state::State;
-use super::sync;
-use crate::api::{APIService, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_ON_START};
+use super::sync::{self, SyncContext};
+use crate::api::{APIService, DEFAULT_LABEL_KEY};
 use crate::client::{Api, Client};
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
@@ -23,6 +24,9 @@ use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
 /// Name of the workqueue (the `name` label of its metrics), as upstream.
 pub const QUEUE_NAME: &str = "autoregister";
 
+/// The `fieldManager` our writes carry unless set otherwise: the binary's name.
+pub const DEFAULT_FIELD_MANAGER: &str = "autoregister";
+
 /// Settings of a [`Controller`].
 #[derive(Clone, Debug)]
 pub struct ControllerOptions {
@@ -30,6 +34,15 @@ pub struct ControllerOptions {
     pub workers: usize,
     /// Re-deliver every cached object this often (None: never).
     pub resync: Option<Duration>,
+    /// The ownership label: objects carrying it with `onstart`/`true` are ours. One
+    /// instance (or one leader-elected group) per key.
+    pub label_key: String,
+    /// Take over desired objects that carry no ownership label, in place.
+    pub adopt: bool,
+    /// Let an empty desired set deregister everything we manage.
+    pub allow_empty: bool,
+    /// `fieldManager` of our creates and updates (shown in `managedFields`).
+    pub field_manager: String,
     /// Record Kubernetes Events for writes and refusals, reported by this instance name
     /// (the leader-election identity); `None` (the default): no Events.
     pub events_instance: Option<String>,
@@ -41,6 +54,21 @@ impl Default for ControllerOptions {
             workers: 2,
             resync: None,
             events_instance: None,
+            label_key: DEFAULT_LABEL_KEY.to_string(),
+            adopt: false,
+            allow_empty: false,
+            field_manager: DEFAULT_FIELD_MANAGER.to_string(),
+        }
+    }
+}
+
+impl ControllerOptions {
+    /// The ownership policy these options describe.
+    pub fn ownership(&self) -> Ownership {
+        Ownership {
+            label_key: self.label_key.clone(),
+            adopt: self.adopt,
+            allow_empty: self.allow_empty,
         }
     }
 }
@@ -52,6 +80,8 @@ pub struct Pending {
     pub name: String,
     /// The last error, or why it has not been tried.
     pub reason: String,
+    /// A guard holds it (not ours, empty desired set): waiting longer will not help.
+    pub blocked: bool,
 }
 
 /// The autoregister controller; a cheap, `Clone + Send + Sync` handle.
@@ -66,6 +96,8 @@ pub struct Controller {
 struct Inner {
     api: Api<APIService>,
     options: ControllerOptions,
+    ownership: Ownership,
+    fights: FightDetector,
     state: State,
     store: Arc<Store<APIService>>,
     queue: Arc<RateLimitingQueue<String>>,
@@ -98,10 +130,20 @@ impl EventHandler<APIService> for Enqueue {
 impl Controller {
     /// A controller for the cluster behind `client`; nothing runs until [`start`](Self::start).
     pub fn new(client: Client, options: ControllerOptions) -> Self {
+        let ownership = options.ownership();
+        if ownership.is_upstream_key() {
+            warn!(
+                "--label-key {} is kube-apiserver's own label: on a real cluster its built-in \
+                 APIServices (v1., v1.apps, ...) then count as ours and may be deleted, and \
+                 kube-apiserver deletes what we create. Use it only if this program is the \
+                 cluster's aggregator",
+                options.label_key
+            );
+        }
         let events = match &options.events_instance {
             // Its own client: Event writes never queue behind (or delay) the controller's.
             Some(instance) => match Client::new(client.config().clone()) {
-                Ok(c) => EventRecorder::new(c, instance.clone()),
+                Ok(c) => EventRecorder::new(c, instance.clone(), &options.field_manager),
                 Err(e) => {
                     warn!("cannot build the Event client, no Events will be recorded: {e}");
                     EventRecorder::disabled()
@@ -111,7 +153,9 @@ impl Controller {
         };
         Controller {
             inner: Arc::new(Inner {
-                api: Api::all(client),
+                api: Api::all(client).with_field_manager(options.field_manager.clone()),
+                ownership,
+                fights: FightDetector::default(),
                 options,
                 state: State::default(),
                 store: Arc::new(Store::new()),
@@ -132,7 +176,8 @@ impl Controller {
         self.add(obj, SyncMode::Always);
     }
 
-    /// Stops syncing `name`; a managed object left behind is deleted.
+    /// Stops syncing `name`; a managed object left behind is deleted (unless that
+    /// empties the desired set and `allow_empty` is off).
     pub fn remove_api_service_to_sync(&self, name: &str) {
         if self.inner.state.remove_desired(name).is_some() {
             debug!("{name}: removed from the desired set");
@@ -147,10 +192,19 @@ impl Controller {
             warn!("ignoring an APIService without metadata.name");
             return;
         }
+        let was_empty = self.inner.state.desired_is_empty();
         self.inner
             .state
             .set_desired(name.clone(), Desired::new(&obj, mode));
         self.inner.queue.add(name);
+        if was_empty {
+            // The empty-set guard may be holding leftovers: with a set again, decide them anew.
+            for n in self.inner.store.keys() {
+                if self.inner.state.is_blocked(&n) {
+                    self.inner.queue.add(n);
+                }
+            }
+        }
     }
 
     /// Starts the reflector and, once its cache has synced, the workers. Idempotent.
@@ -199,10 +253,18 @@ impl Controller {
         let deadline = Instant::now() + timeout;
         let inner = &self.inner;
         let done = || inner.state.has_start() && inner.unsynced(1).is_empty();
+        // Names a guard holds will not sync by waiting: stop as soon as only they are left.
+        let stuck = || {
+            inner.state.has_start()
+                && inner
+                    .unsynced(usize::MAX)
+                    .iter()
+                    .all(|n| inner.state.is_blocked(n))
+        };
         // Shutdown ends the wait: nothing syncs after it.
-        inner
-            .state
-            .wait_until(deadline, || done() || inner.queue.is_shutting_down());
+        inner.state.wait_until(deadline, || {
+            done() || stuck() || inner.queue.is_shutting_down()
+        });
         if done() {
             return Ok(());
         }
@@ -215,6 +277,7 @@ impl Controller {
                 .map(|name| Pending {
                     name,
                     reason: reason.into(),
+                    blocked: false,
                 })
                 .collect());
         }
@@ -256,6 +319,19 @@ impl Controller {
     /// The controller's metrics (counters and gauges) in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
         self.inner.report.metrics.render_prometheus(self.gauges())
+    }
+
+    /// The ownership policy (label key, adopt, allow-empty) this controller applies.
+    pub fn ownership(&self) -> &Ownership {
+        &self.inner.ownership
+    }
+
+    /// Writes that redid work another writer had undone, and fights reported, since start.
+    pub fn contested_writes(&self) -> (u64, u64) {
+        (
+            self.inner.fights.contested_writes(),
+            self.inner.fights.fights(),
+        )
     }
 
     /// The REST client this controller talks through (its metrics, its config).
@@ -315,7 +391,15 @@ impl Inner {
 
     fn work(&self) {
         while let Some(name) = self.queue.get() {
-            match sync::sync(&self.state, &self.store, &self.api, &self.report, &name) {
+            let cx = SyncContext {
+                state: &self.state,
+                store: &self.store,
+                ownership: &self.ownership,
+                api: &self.api,
+                fights: &self.fights,
+                report: &self.report,
+            };
+            match sync::sync(&cx, &name) {
                 Ok(()) => self.queue.forget(&name),
                 Err(e) => match e.retry_after() {
                     Some(wait) => self.queue.add_after(name.clone(), wait),
@@ -326,13 +410,10 @@ impl Inner {
         }
     }
 
-    /// Whether `obj` carries our ownership label (`onstart` or `true`): the one place that
-    /// says which label marks ownership, for `--once` and the gauges.
+    /// Whether `obj` carries our ownership label (`onstart` or `true`), for `--once` and
+    /// the gauges.
     fn is_ours(&self, obj: &APIService) -> bool {
-        matches!(
-            obj.auto_managed(),
-            Some(AUTO_MANAGED_ON_START | AUTO_MANAGED_ALWAYS)
-        )
+        self.ownership.is_managed(obj)
     }
 
     /// Up to `limit` names `--once` still waits for (see [`State::unsynced`]).
@@ -364,7 +445,12 @@ impl Inner {
                     .state
                     .failure(&name)
                     .unwrap_or_else(|| "not synced yet".into());
-                Pending { name, reason }
+                let blocked = self.state.is_blocked(&name);
+                Pending {
+                    name,
+                    reason,
+                    blocked,
+                }
             })
             .collect()
     }

@@ -2,6 +2,7 @@
 
 pub mod decision;
 pub mod events;
+mod fights;
 mod handle;
 pub mod manifests;
 pub mod metrics;
@@ -9,8 +10,11 @@ mod report;
 mod state;
 mod sync;
 
-pub use decision::{decide, with_label, Action, Cell, Current, Decision, Desired, SyncMode};
+pub use decision::{
+    decide, Action, Cell, Current, Decision, Desired, Facts, Owner, Ownership, SyncMode,
+};
 pub use events::{EventReason, EventRecorder};
-pub use handle::{Controller, ControllerOptions, Pending, QUEUE_NAME};
-pub use manifests::{load, ManifestError, ManifestSet, Reload};
+pub use fights::{FightDetector, FIGHT_THRESHOLD, FIGHT_WINDOW};
+pub use handle::{Controller, ControllerOptions, Pending, DEFAULT_FIELD_MANAGER, QUEUE_NAME};
+pub use manifests::{load, ManifestError, ManifestSet, Reload, Reloader};
 pub use metrics::{ControllerMetrics, Gauges, ReloadResult, SyncResult};

@@ -1,18 +1,42 @@
 //! One sync of one name: gather the facts, decide, execute, record the outcome.
 
+use std::time::Instant;
+
 use log::{debug, info, warn};
 
-use super::decision::{decide, Action, Cell, Current, Decision};
+use super::decision::{decide, Action, Cell, Current, Decision, Facts, Ownership};
 use super::events::EventReason;
+use super::fights::{FightDetector, FIGHT_WINDOW};
 use super::metrics::SyncResult;
 use super::report::Reporters;
-use super::state::State;
+use super::state::{Outcome, State};
 use crate::api::APIService;
 use crate::client::{Api, DeleteParams, Error};
 use crate::runtime::store::Store;
 
+/// What one sync needs besides the name: bookkeeping, cache, policy, API and the fight detector.
+pub(crate) struct SyncContext<'a> {
+    /// Desired set and outcomes.
+    pub state: &'a State,
+    /// The APIService cache.
+    pub store: &'a Store<APIService>,
+    /// Which objects are ours.
+    pub ownership: &'a Ownership,
+    /// Where writes go (carrying our field manager).
+    pub api: &'a Api<APIService>,
+    /// Notices other writers undoing ours.
+    pub fights: &'a FightDetector,
+    /// Metrics, Events and "left alone" notices.
+    pub report: &'a Reporters,
+}
+
 /// Decides for `name` from the current facts, without acting.
-pub(crate) fn plan(state: &State, store: &Store<APIService>, name: &str) -> Decision {
+pub(crate) fn plan(
+    state: &State,
+    store: &Store<APIService>,
+    ownership: &Ownership,
+    name: &str,
+) -> Decision {
     let desired = state.desired(name);
     let cached = store.get(name);
     let current = match cached.as_deref() {
@@ -20,50 +44,70 @@ pub(crate) fn plan(state: &State, store: &Store<APIService>, name: &str) -> Deci
         None => Current::NotFound,
     };
     decide(
-        desired.as_ref(),
-        current,
-        state.synced_once(name),
-        state.present_at_start(name),
+        ownership,
+        &Facts {
+            desired: desired.as_ref(),
+            current,
+            synced_once: state.synced_once(name),
+            present_at_start: state.present_at_start(name),
+            desired_set_empty: state.desired_is_empty(),
+        },
     )
 }
 
 /// Syncs `name` once; `Ok` means the name needs no retry.
-pub(crate) fn sync(
-    state: &State,
-    store: &Store<APIService>,
-    api: &Api<APIService>,
-    report: &Reporters,
-    name: &str,
-) -> Result<(), Error> {
-    let decision = plan(state, store, name);
+///
+/// A write answered NotFound, Conflict or AlreadyExists is retried with backoff and
+/// does not count as synced: nothing was written, and `--once` must not report success.
+pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
+    let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
     let why = format!("{}; {}", cell.meaning(), decision.reason);
-    let (verb, reason, outcome) = match decision.action {
+    let uid = cx.store.get(name).and_then(|o| o.metadata.uid.clone());
+    let (verb, reason, result) = match decision.action {
         Action::None => {
-            left_alone(report, name, cell, &why);
-            report.metrics.observe_sync(cell, SyncResult::Skipped);
-            state.record_outcome(name, Ok(()));
+            left_alone(cx.report, name, cell, &why);
+            cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+            cx.state.record_outcome(name, Outcome::Synced);
             return Ok(());
         }
-        Action::Error(message) => ("error", None, Outcome::Failed(Error::Config(message))),
+        Action::Blocked(blocked) => {
+            cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+            if cx
+                .state
+                .record_outcome(name, Outcome::Blocked(blocked.clone()))
+            {
+                warn!("{name} {cell}: not written ({}): {blocked}", cell.meaning());
+                // Row 3: someone else's object; rows 5/6 of column A: the empty-set guard.
+                let refusal = if cell.row() == 3 {
+                    EventReason::NotOwned
+                } else {
+                    EventReason::EmptySetRefused
+                };
+                cx.report
+                    .events
+                    .record(name, uid.as_deref(), refusal, &blocked);
+            } else {
+                debug!("{name} {cell}: still not written: {blocked}");
+            }
+            return Ok(());
+        }
+        Action::Error(message) => ("error", None, Err(Error::Config(message))),
         Action::Create(obj) => (
             "create",
             Some(EventReason::Registered),
-            outcome(
-                api.create(&obj).map(|o| o.metadata.uid),
-                Error::is_already_exists,
-            ),
+            cx.api.create(&obj).map(|o| o.metadata.uid),
         ),
-        Action::Update(obj) => {
-            let uid = obj.metadata.uid.clone();
-            (
-                "update",
-                Some(EventReason::Updated),
-                outcome(api.update(&obj).map(|_| uid), |e| {
-                    e.is_not_found() || e.is_conflict()
-                }),
-            )
-        }
+        Action::Update(obj) => (
+            "update",
+            Some(EventReason::Updated),
+            cx.api.update(&obj).map(|_| uid.clone()),
+        ),
+        Action::Adopt(obj) => (
+            "adopt",
+            Some(EventReason::Adopted),
+            cx.api.update(&obj).map(|_| uid.clone()),
+        ),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
                 uid: Some(uid.clone()),
@@ -72,44 +116,40 @@ pub(crate) fn sync(
             (
                 "delete",
                 Some(EventReason::Deregistered),
-                outcome(api.delete(&n, &p).map(|()| Some(uid)), |e| {
-                    e.is_not_found() || e.is_conflict()
-                }),
+                cx.api.delete(&n, &p).map(|()| Some(uid)),
             )
         }
     };
-    let result = match outcome {
-        Outcome::Written { uid } => {
+    match &result {
+        Ok(written_uid) => {
             info!("{name} {cell} {verb} ({why}): ok");
             if let Some(reason) = reason {
                 let note = format!("{verb} by autoregister: {why} (cell {cell})");
-                report.events.record(name, uid.as_deref(), reason, &note);
+                cx.report
+                    .events
+                    .record(name, written_uid.as_deref(), reason, &note);
             }
-            Ok(())
+            if cx.state.synced_once(name) {
+                notice_contested(cx, name, verb);
+            }
         }
-        Outcome::Benign(e) => {
-            debug!("{name} {cell} {verb}: benign answer, a later event will requeue: {e}");
-            Ok(())
+        Err(e) if is_benign(e) => {
+            info!("{name} {cell} {verb}: {e}; retrying once the cache catches up")
         }
-        Outcome::Failed(e) => {
-            warn!("{name} {cell} {verb} ({why}): failed: {e}");
-            Err(e)
-        }
-    };
+        Err(e) => warn!("{name} {cell} {verb} ({why}): failed: {e}"),
+    }
     let counted = if result.is_ok() {
         SyncResult::Ok
     } else {
         SyncResult::Error
     };
-    report.metrics.observe_sync(cell, counted);
-    state.record_outcome(
-        name,
-        result
-            .as_ref()
-            .map(drop)
-            .map_err(|e| format!("{verb}: {e}")),
-    );
-    result
+    cx.report.metrics.observe_sync(cell, counted);
+    let outcome = match &result {
+        Ok(_) => Outcome::Synced,
+        Err(e) => Outcome::Failed(format!("{verb}: {e}")),
+    };
+    cx.state.record_outcome(name, outcome);
+    result.map(drop)
 }
 
 /// Logs a "left alone" decision: once at INFO where a user would wonder why nothing
@@ -132,21 +172,28 @@ fn left_alone(report: &Reporters, name: &str, cell: Cell, why: &str) {
     }
 }
 
-/// What became of a write.
-enum Outcome {
-    /// Done; the object's UID when known.
-    Written { uid: Option<String> },
-    /// NotFound/Conflict/AlreadyExists: not an error, a later event brings the name back.
-    Benign(Error),
-    /// Retry with backoff.
-    Failed(Error),
+/// Answers that mean "the cache is behind the server", not "the server is failing".
+fn is_benign(e: &Error) -> bool {
+    e.is_not_found() || e.is_conflict() || e.is_already_exists()
 }
 
-/// A write answered NotFound/Conflict/AlreadyExists is not an error: a later event brings the name back.
-fn outcome(result: Result<Option<String>, Error>, benign: impl Fn(&Error) -> bool) -> Outcome {
-    match result {
-        Ok(uid) => Outcome::Written { uid },
-        Err(e) if benign(&e) => Outcome::Benign(e),
-        Err(e) => Outcome::Failed(e),
-    }
+/// A write to a name we had already synced: someone undid our work. Counted, and
+/// reported when it amounts to a fight.
+fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
+    let Some(fight) = cx.fights.contested_write(name, Instant::now()) else {
+        return;
+    };
+    let ours = cx.api.field_manager().unwrap_or_default();
+    let writer = cx
+        .store
+        .get(name)
+        .and_then(|o| o.metadata.field_managers().into_iter().find(|m| m != ours))
+        .unwrap_or_else(|| "an unknown writer".to_string());
+    warn!(
+        "{name}: {} writes within {}s undoing another writer's changes (last: {verb}; \
+         other writer: {writer}); is another controller managing it, e.g. a second \
+         instance with the same --label-key? Run one instance (or one leader-elected group) per label key",
+        fight.writes,
+        FIGHT_WINDOW.as_secs()
+    );
 }

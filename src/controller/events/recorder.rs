@@ -64,12 +64,14 @@ impl EventRecorder {
         EventRecorder { shared: None }
     }
 
-    /// A recorder writing through `client` as `instance` (the leader-election identity);
-    /// nothing is written until [`start`](Self::start).
-    pub fn new(client: Client, instance: impl Into<String>) -> EventRecorder {
+    /// A recorder writing through `client` as `instance` (the leader-election identity),
+    /// its writes carrying `field_manager`; nothing is written until [`start`](Self::start).
+    pub fn new(client: Client, instance: impl Into<String>, field_manager: &str) -> EventRecorder {
         let (tx, rx) = bounded(QUEUE_CAPACITY);
         let (stop, stop_rx) = bounded(0);
-        let api = Api::namespaced(client, EVENT_NAMESPACE).with_timeout(EVENT_WRITE_TIMEOUT);
+        let api = Api::namespaced(client, EVENT_NAMESPACE)
+            .with_timeout(EVENT_WRITE_TIMEOUT)
+            .with_field_manager(field_manager.to_string());
         EventRecorder {
             shared: Some(Arc::new(Shared {
                 instance: instance.into(),
