@@ -173,6 +173,9 @@ fn usage_errors_exit_2_and_help_gives_every_flag_with_its_default_or_range() {
         "--lease-namespace",
         "--lease-name",
         "--events",
+        "--label-key",
+        "--adopt",
+        "--allow-empty",
     ] {
         let line = help
             .lines()
@@ -277,4 +280,69 @@ fn an_onstart_object_deleted_after_its_sync_is_explained_once_at_info() {
         .count();
     assert_eq!(explained, 1, "{log}");
     assert!(log.contains("not recreated until restart"), "{log}");
+}
+
+#[test]
+fn refusals_and_adoption_are_recorded_as_events() {
+    let s = Setup::new("refusals");
+    // Someone else's APIService with a desired name and another spec.
+    s.server.seed(
+        "apiservices",
+        None,
+        json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": "v1.a.example.com"},
+            "spec": {"group": "a.example.com", "version": "v1", "groupPriorityMinimum": 100,
+                     "versionPriority": 99, "service": {"namespace": "ns", "name": "svc", "port": 443}}
+        }),
+    );
+    s.write("a.yaml", &manifest("a.example.com", 10, false));
+    let by_reason = |reason: &str| -> Vec<Value> {
+        s.server
+            .list_objects("events", Some("default"))
+            .into_iter()
+            .filter(|e| e["reason"] == reason && e["regarding"]["name"] == "v1.a.example.com")
+            .collect()
+    };
+    let (code, log) = s
+        .run(&["--once", "--timeout", "5s"], "info")
+        .wait_exit(WAIT);
+    assert_eq!(code, 1, "not ours: not converged\n{log}");
+    assert!(wait_until(|| by_reason("NotOwned").len() == 1), "{log}");
+    let refused = &by_reason("NotOwned")[0];
+    assert_eq!(
+        (&refused["type"], &refused["action"]),
+        (&json!("Warning"), &json!("Skip"))
+    );
+    assert!(
+        refused["note"].as_str().unwrap().contains("--adopt"),
+        "{refused}"
+    );
+
+    let (code, log) = s.run(&["--once", "--adopt"], "info").wait_exit(WAIT);
+    assert_eq!(code, 0, "{log}");
+    let adopted = by_reason("Adopted");
+    assert_eq!(adopted.len(), 1, "{log}");
+    let uid = s
+        .server
+        .get_object("apiservices", None, "v1.a.example.com")
+        .unwrap()["metadata"]["uid"]
+        .clone();
+    assert_eq!(adopted[0]["regarding"]["uid"], uid, "in place: same object");
+
+    // Ours now; an emptied folder deregisters nothing and says so on the APIService.
+    let p = s.run(&[], "info");
+    p.wait_log("cache synced");
+    std::fs::remove_file(s.scratch.manifests().join("a.yaml")).unwrap();
+    assert!(
+        wait_until(|| by_reason("EmptySetRefused").len() == 1),
+        "{}",
+        p.log()
+    );
+    assert!(s
+        .server
+        .get_object("apiservices", None, "v1.a.example.com")
+        .is_some());
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
 }

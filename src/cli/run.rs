@@ -22,7 +22,7 @@ use super::{connect, exit, signals, Failure};
 /// How often PATH is checked for changes.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);
 
-/// `--once`: how long a converged run waits for its Events to be written (best-effort).
+/// `--once`: how long a finished run waits for its Events to be written (best-effort).
 const EVENT_FLUSH: Duration = Duration::from_secs(2);
 
 /// How often the wait for leadership looks for a stop signal.
@@ -149,6 +149,8 @@ fn once(args: &RunArgs, controller: &Controller, stop: &Receiver<i32>, lost: &Re
                 for p in pending {
                     error!("  {}: {}", p.name, p.reason);
                 }
+                // The NotOwned / EmptySetRefused Events say the same on the objects.
+                controller.events().flush(EVENT_FLUSH);
                 return exit::FAILED;
             }
             Err(pending) if std::time::Instant::now() >= deadline => {
@@ -156,6 +158,7 @@ fn once(args: &RunArgs, controller: &Controller, stop: &Receiver<i32>, lost: &Re
                 for p in pending {
                     error!("  {}: {}", p.name, p.reason);
                 }
+                controller.events().flush(EVENT_FLUSH);
                 return exit::FAILED;
             }
             Err(_) => {}

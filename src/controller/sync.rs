@@ -73,20 +73,22 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
         }
         Action::Blocked(blocked) => {
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+            // Before the outcome is recorded, so a `--once` that sees it can flush the Event;
+            // repeats are dropped by the recorder's dedup window.
+            // Row 3: someone else's object; rows 5/6 of column A: the empty-set guard.
+            let refusal = if cell.row() == 3 {
+                EventReason::NotOwned
+            } else {
+                EventReason::EmptySetRefused
+            };
+            cx.report
+                .events
+                .record(name, uid.as_deref(), refusal, &blocked);
             if cx
                 .state
                 .record_outcome(name, Outcome::Blocked(blocked.clone()))
             {
                 warn!("{name} {cell}: not written ({}): {blocked}", cell.meaning());
-                // Row 3: someone else's object; rows 5/6 of column A: the empty-set guard.
-                let refusal = if cell.row() == 3 {
-                    EventReason::NotOwned
-                } else {
-                    EventReason::EmptySetRefused
-                };
-                cx.report
-                    .events
-                    .record(name, uid.as_deref(), refusal, &blocked);
             } else {
                 debug!("{name} {cell}: still not written: {blocked}");
             }
