@@ -60,6 +60,15 @@ impl Setup {
         Proc::spawn_logging(&args, rust_log)
     }
 
+    /// Event creates the server answered (failed ones included).
+    fn event_creates(&self) -> usize {
+        self.server
+            .requests()
+            .iter()
+            .filter(|r| r.resource.as_deref() == Some("events") && r.verb == "create")
+            .count()
+    }
+
     fn event_requests(&self) -> usize {
         self.server
             .requests()
@@ -114,12 +123,18 @@ fn a_failing_event_write_never_fails_or_holds_up_a_sync() {
     };
     assert!(wait_until(updated), "{}", p.log());
     p.wait_log("cannot record Event Updated for v1.a.example.com");
-    s.write("a.yaml", &manifest("a.example.com", 30, false));
-    assert!(wait_until(|| s
-        .server
-        .get_object("apiservices", None, "v1.a.example.com")
-        .and_then(|o| o["spec"]["versionPriority"].as_i64())
-        == Some(30)));
+    // Someone else changes the spec: the controller puts it back, and that Event fails too.
+    let api = autoregister::client::Api::<autoregister::api::APIService>::all(
+        autoregister::client::Client::new(s.server.client_config()).unwrap(),
+    );
+    let mut obj = api.get("v1.a.example.com").unwrap();
+    obj.spec.version_priority = 99;
+    api.update(&obj).unwrap();
+    assert!(
+        wait_until(|| s.event_creates() >= 2 && updated()),
+        "{}",
+        p.log()
+    );
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
     assert_eq!(

@@ -42,6 +42,12 @@ impl Deduper {
         true
     }
 
+    /// Forgets a key, so its next Event is admitted (one that was never written is no repeat).
+    pub fn forget(&mut self, name: &str, reason: EventReason, note: &str) {
+        self.seen
+            .remove(&(name.to_string(), reason, note.to_string()));
+    }
+
     /// Bounds memory: forget expired keys; if that is not enough, the older half.
     fn prune(&mut self, now: Instant) {
         let window = self.window;

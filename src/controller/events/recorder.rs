@@ -46,8 +46,8 @@ pub struct EventRecorder {
 struct Shared {
     instance: String,
     api: Api<Event>,
-    tx: Sender<Event>,
-    rx: Receiver<Event>,
+    tx: Sender<(EventReason, Event)>,
+    rx: Receiver<(EventReason, Event)>,
     dedup: Mutex<Deduper>,
     /// Dropping the sender stops the writer thread (its `recv` fails at once).
     stop: Mutex<Option<Sender<()>>>,
@@ -111,7 +111,7 @@ impl EventRecorder {
         let event = make_event(&shared.instance, name, uid, reason, note, SystemTime::now());
         // Counted before it is queued, so the writer never sees it uncounted.
         shared.pending.fetch_add(1, Ordering::SeqCst);
-        if let Err(e) = shared.tx.try_send(event) {
+        if let Err(e) = shared.tx.try_send((reason, event)) {
             shared.pending.fetch_sub(1, Ordering::SeqCst);
             if matches!(e, TrySendError::Full(_)) {
                 debug!("event {reason} for {name}: queue full, dropped");
@@ -187,7 +187,7 @@ impl Shared {
         let bucket = TokenBucket::new(EVENTS_QPS, EVENTS_BURST);
         let mut warned = false;
         loop {
-            let event = select! {
+            let (reason, event) = select! {
                 recv(self.stop_rx) -> _ => return,
                 recv(self.rx) -> e => match e {
                     Ok(e) => e,
@@ -201,6 +201,12 @@ impl Shared {
             }
             let what = format!("{} for {}", event.reason, event.regarding.name);
             let written = self.api.create(&event);
+            if written.is_err() {
+                // Never written, so a later identical Event is no repeat.
+                self.dedup
+                    .lock()
+                    .forget(&event.regarding.name, reason, &event.note);
+            }
             self.pending.fetch_sub(1, Ordering::SeqCst);
             match written {
                 Ok(_) => debug!("event {what} recorded"),
