@@ -9,6 +9,7 @@ mod promtext;
 
 use std::process::Command;
 
+use autoregister::api::DEFAULT_LABEL_KEY;
 use autoregister::testserver::TestServer;
 use serde_json::{json, Value};
 
@@ -240,7 +241,7 @@ fn debug_lines_name_their_target_and_info_lines_do_not() {
 }
 
 #[test]
-fn an_onstart_object_deleted_after_its_sync_is_explained_once_at_info() {
+fn onstart_objects_left_alone_deleted_or_created_after_start_are_explained_once_at_info() {
     let s = Setup::new("left-alone");
     s.write("a.yaml", &manifest("a.example.com", 10, true));
     let p = s.run(&["--events=false", "--health-addr", "127.0.0.1:0"], "info");
@@ -287,14 +288,43 @@ fn an_onstart_object_deleted_after_its_sync_is_explained_once_at_info() {
             .get_object("apiservices", None, name)
             .is_some_and(|o| seen(&o))));
     }
+    // Someone creates an onstart object of ours after start, not desired (4A), and edits it.
+    let late = "v1.late.example.com";
+    for priority in [1, 2] {
+        s.server.seed(
+            "apiservices",
+            None,
+            json!({
+                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": late, "labels": {DEFAULT_LABEL_KEY: "onstart"}},
+                "spec": {"group": "late.example.com", "version": "v1", "groupPriorityMinimum": 100,
+                         "versionPriority": priority,
+                         "service": {"namespace": "ns", "name": "svc", "port": 443}}
+            }),
+        );
+        assert!(wait_until(|| {
+            let body = http_get(&addr, "/metrics").1;
+            promtext::parse(&body)
+                .ok()
+                .and_then(|m| {
+                    m.value(
+                        "autoregister_syncs_total",
+                        &[("cell", "4A"), ("result", "skipped")],
+                    )
+                })
+                .unwrap_or(0.0)
+                >= f64::from(priority)
+        }));
+    }
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
-    let explained = log
-        .lines()
-        .filter(|l| l.contains(&format!("{name} 2B left alone")))
-        .count();
-    assert_eq!(explained, 1, "{log}");
+    let explained = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(explained(&format!("{name} 2B left alone")), 1, "{log}");
     assert!(log.contains("not recreated until restart"), "{log}");
+    assert_eq!(explained(&format!("{late} 4A left alone")), 1, "{log}");
+    // The onstart object the controller created itself (4B by the "already synced" rule)
+    // is nothing to wonder about.
+    assert_eq!(explained("4B left alone"), 0, "{log}");
 }
 
 #[test]

@@ -394,6 +394,9 @@ pub fn decide(ownership: &Ownership, facts: &Facts<'_>) -> Decision {
     }
 }
 
+/// The reason of the 4A/4B/4C rule (logs single it out: a user may wonder about it).
+pub const ONSTART_CREATED_AFTER_START: &str = "onstart object created after start";
+
 /// The `switch` of `checkAPIService`, case by case in upstream's order.
 fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
     let desired = facts.desired;
@@ -427,7 +430,7 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
     let curr_on_start = label == AUTO_MANAGED_ON_START;
     if curr_on_start && !facts.present_at_start {
         // 4A, 4B, 4C
-        return (Action::None, "onstart object created after start");
+        return (Action::None, ONSTART_CREATED_AFTER_START);
     }
     if curr_on_start && facts.synced_once {
         // 5A, 5B, 5C: "once" enforcement.

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use log::{debug, info, warn};
 
-use super::decision::{decide, Action, Cell, Current, Decision, Facts, Ownership};
+use super::decision::{
+    decide, Action, Current, Decision, Facts, Ownership, ONSTART_CREATED_AFTER_START,
+};
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
 use super::metrics::SyncResult;
@@ -66,7 +68,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
     let uid = cx.store.get(name).and_then(|o| o.metadata.uid.clone());
     let (verb, reason, result) = match decision.action {
         Action::None => {
-            left_alone(cx.report, name, cell, &why);
+            left_alone(cx.report, name, &decision, &why);
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             cx.state.record_outcome(name, Outcome::Synced);
             return Ok(());
@@ -156,14 +158,19 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
 
 /// Logs a "left alone" decision: once at INFO where a user would wonder why nothing
 /// happened (an onstart object deleted or created after start), else at debug.
-fn left_alone(report: &Reporters, name: &str, cell: Cell, why: &str) {
+fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &str) {
+    let cell = decision.cell;
     let surprising = match (cell.row(), cell.column()) {
         // 2B after the first sync: upstream never recreates an onstart object.
         (2, 'B') => {
             Some("an onstart object deleted after its first sync is not recreated until restart")
         }
-        // 4x: an onstart-labelled object that appeared after start is never touched.
-        (4, _) => Some("an onstart object created after start is never written by this process"),
+        // 4x by its own rule: an onstart-labelled object someone created after start is never
+        // touched. (One we created ourselves lands in 4B too, by the "already synced" rule:
+        // nothing to wonder about there.)
+        (4, _) if decision.reason == ONSTART_CREATED_AFTER_START => {
+            Some("an onstart object created after start is never written by this process")
+        }
         _ => None,
     };
     match surprising {
