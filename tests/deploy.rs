@@ -1,6 +1,7 @@
 //! `deploy/` and the Dockerfile against the binary: the manifests parse and match the CLI
 //! contract, the RBAC grants exactly what an end-to-end run sends, a ConfigMap mount's
 //! `..data` swap is followed, and `/metrics` passes the reference Prometheus parser.
+//! Also (module `events_and_logs`): Events, usage errors and log lines.
 #![cfg(feature = "testing")]
 
 #[path = "support/binary.rs"]
@@ -9,6 +10,10 @@ mod binary;
 mod configmap;
 #[path = "support/promtext.rs"]
 mod promtext;
+
+// Events, usage errors and log lines through the binary: its own file, this test process.
+#[path = "deploy/events_and_logs.rs"]
+mod events_and_logs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

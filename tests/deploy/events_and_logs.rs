@@ -1,11 +1,7 @@
 //! Through the binary: Events on and off and failing, usage errors, and log lines a
 //! person can read (targets at debug, "left alone" explained once).
-#![cfg(feature = "testing")]
-
-#[path = "support/binary.rs"]
-mod binary;
-#[path = "support/promtext.rs"]
-mod promtext;
+//!
+//! A module of `tests/deploy.rs` so its binary runs share one test process (in parallel).
 
 use std::process::Command;
 
@@ -13,7 +9,8 @@ use autoregister::api::DEFAULT_LABEL_KEY;
 use autoregister::testserver::TestServer;
 use serde_json::{json, Value};
 
-use binary::{http_get, wait_until, Proc, Scratch, WAIT};
+use super::binary::{self, http_get, wait_until, Proc, Scratch, WAIT};
+use super::promtext;
 
 /// One APIService manifest; `onstart` adds the (compatibility) onstart label.
 fn manifest(group: &str, priority: i64, onstart: bool) -> String {
