@@ -33,6 +33,7 @@ mod errors;
 mod faults;
 mod http;
 mod kinds;
+mod managedfields;
 mod patch;
 mod requestlog;
 mod rest;
