@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) addr: SocketAddr,
     pub(crate) bookmark_interval: Duration,
+    /// kube-apiserver mode's controller, when on.
+    pub(crate) kas: Option<super::kas::KubeApiserver>,
     pub(crate) stopping: AtomicBool,
     conns: Mutex<HashMap<u64, TcpStream>>,
     next_conn: AtomicU64,
@@ -43,6 +45,7 @@ impl Shared {
         tls: Option<Arc<rustls::ServerConfig>>,
         addr: SocketAddr,
         bookmark_interval: Duration,
+        kas: Option<super::kas::KubeApiserver>,
     ) -> Self {
         Shared {
             store,
@@ -52,6 +55,7 @@ impl Shared {
             tls,
             addr,
             bookmark_interval,
+            kas,
             stopping: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
@@ -415,9 +419,14 @@ fn serve_watch(
 }
 
 impl Shared {
-    /// Simulates an API server restart: every connection and watch drops, data stays.
+    /// Simulates an API server restart: every connection and watch drops, data stays; in
+    /// kube-apiserver mode its autoregister starts afresh (built-ins re-created) before this returns.
     pub(crate) fn restart(&self, rv: super::store::RvChange) {
         self.store.restart(rv);
         self.drop_connections();
+        if let Some(kas) = &self.kas {
+            let epoch = self.store.state.lock().epoch;
+            kas.wait_pass(epoch);
+        }
     }
 }
