@@ -581,3 +581,38 @@ fn another_writer_in_process_goes_through_the_api_code_paths() {
         get(&s, "v1.b.example.com").is_none()
     });
 }
+
+#[test]
+fn its_writes_are_seen_by_watches_like_any_other() {
+    use autoregister::api::{APIService, Resource, WatchEvent};
+    use autoregister::client::{Api, Canceller, Client, WatchParams};
+    let s = kas();
+    let a: Api<APIService> = Api::all(Client::new(s.client_config()).unwrap());
+    let w = a
+        .watch(
+            &WatchParams {
+                resource_version: s.resource_version().to_string(),
+                timeout_seconds: 10,
+                allow_bookmarks: false,
+                label_selector: None,
+            },
+            &Canceller::new(),
+        )
+        .unwrap();
+    create(
+        &s,
+        &apiservice("v1.w.example.com", "w.example.com", Some((LABEL, "true"))),
+    );
+    let mut seen = Vec::new();
+    for ev in w {
+        match ev.unwrap() {
+            WatchEvent::Added(o) => seen.push(format!("ADDED {}", o.name())),
+            WatchEvent::Deleted(o) => {
+                seen.push(format!("DELETED {}", o.name()));
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen, ["ADDED v1.w.example.com", "DELETED v1.w.example.com"]);
+}

@@ -179,7 +179,8 @@ pub(crate) fn stamp(
     }
     // Others lose what this write changed or removed; an entry owning nothing goes.
     entries.retain_mut(|e| {
-        if mine(e) {
+        // A client-sent entry that is not an object is dropped, not indexed into.
+        if mine(e) || !e.is_object() {
             return false;
         }
         if e.get("subresource").and_then(Value::as_str) != subresource {
@@ -395,6 +396,21 @@ mod tests {
             json!({"f:metadata": {"f:labels": {"f:l": {}}}, "f:spec": {"f:version": {}}})
         );
         assert_eq!(entries[1]["fieldsV1"], json!({"f:spec": {"f:group": {}}}));
+    }
+
+    #[test]
+    fn malformed_sent_entries_are_dropped_not_a_panic() {
+        let cur = json!({"metadata": {"name": "v1.a"}, "spec": {"group": "a"}});
+        let mut new = json!({"metadata": {"name": "v1.a", "managedFields": [1, "x", {"manager": "m", "fieldsV1": 3}]}, "spec": {"group": "b"}});
+        assert_eq!(resolve(Some(&cur), &mut new), Sent::Replaced);
+        stamp(kind(), Some(&cur), &mut new, "me", None);
+        let managers: Vec<&str> = new["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
+        assert_eq!(managers, ["me"]);
     }
 
     #[test]
