@@ -15,24 +15,23 @@
 
 mod builtins;
 mod rules;
+mod writes;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::errors::ApiErr;
-use super::kinds::{self, Kind};
 use super::server::Shared;
-use super::store::Preconditions;
 
 pub(crate) use rules::LABEL;
 use rules::{Action, Desired, Facts, Mode};
+use writes::{create, delete, mark_available, needs_available, update};
 
 /// The field manager of kube-apiserver's own writes.
 pub const KUBE_APISERVER_MANAGER: &str = "kube-apiserver";
@@ -77,13 +76,6 @@ pub(crate) struct KubeApiserver {
     last_pass: Mutex<Option<(u64, u64)>>,
     pass_done: Condvar,
     thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-fn apiservices() -> &'static Kind {
-    match kinds::by_plural("apiservices") {
-        Some(k) => k,
-        None => unreachable!("apiservices is a served kind"),
-    }
 }
 
 fn crd_desired(group: &str, version: &str) -> (String, Desired) {
@@ -260,7 +252,7 @@ fn run(shared: &Shared) {
     }
 }
 
-fn label_of(o: &Value) -> Option<&str> {
+pub(super) fn label_of(o: &Value) -> Option<&str> {
     o.pointer("/metadata/labels")
         .and_then(|l| l.get(LABEL))
         .and_then(Value::as_str)
@@ -343,86 +335,4 @@ fn available(shared: &Shared, kas: &KubeApiserver, name: &str) -> bool {
         code,
     });
     r.is_ok() || matches!(code, 404 | 409)
-}
-
-fn create(shared: &Shared, name: &str, d: &Desired) -> Result<u16, ApiErr> {
-    let obj = json!({
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": name, "labels": {LABEL: d.label_value()}},
-        "spec": d.spec,
-    });
-    shared
-        .store
-        .create(apiservices(), "", obj, KUBE_APISERVER_MANAGER)
-        .map(|_| 201)
-}
-
-fn update(shared: &Shared, name: &str, d: &Desired, cur: &Value) -> Result<u16, ApiErr> {
-    // A copy of what it saw with the spec replaced: a change since is a Conflict, as upstream.
-    let mut new = cur.clone();
-    new["spec"] = d.spec.clone();
-    shared
-        .store
-        .update(
-            apiservices(),
-            "",
-            name,
-            false,
-            KUBE_APISERVER_MANAGER,
-            |_| Ok(new),
-        )
-        .map(|_| 200)
-}
-
-fn delete(shared: &Shared, name: &str, uid: &str) -> Result<u16, ApiErr> {
-    let pre = Preconditions {
-        uid: Some(uid.to_string()),
-        resource_version: None,
-    };
-    shared
-        .store
-        .delete(apiservices(), "", name, &pre)
-        .map(|_| 200)
-}
-
-/// A local APIService of its own without `Available=True` (the available controller's job).
-fn needs_available(cur: &Value, d: &Desired) -> bool {
-    let local = cur.pointer("/spec/service").map_or(true, Value::is_null);
-    let ours = label_of(cur) == Some(d.label_value());
-    let available = cur
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.get("type") == Some(&json!("Available"))
-                    && c.get("status") == Some(&json!("True"))
-            })
-        });
-    local && ours && !available
-}
-
-fn mark_available(shared: &Shared, name: &str) -> Result<u16, ApiErr> {
-    let status = json!({"conditions": [{
-        "type": "Available",
-        "status": "True",
-        "lastTransitionTime": crate::api::time::format_rfc3339(SystemTime::now()),
-        "reason": "Local",
-        "message": "Local APIServices are always available",
-    }]});
-    shared
-        .store
-        .update(
-            apiservices(),
-            "",
-            name,
-            true,
-            KUBE_APISERVER_MANAGER,
-            |cur| {
-                let mut new = cur.clone();
-                new["status"] = status;
-                Ok(new)
-            },
-        )
-        .map(|_| 200)
 }
