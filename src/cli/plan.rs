@@ -7,6 +7,7 @@ use autoregister::client::{Api, Canceller};
 use autoregister::controller::load;
 use autoregister::controller::{decide, Current};
 use autoregister::runtime::reflector::list_all;
+use crossbeam_channel::RecvTimeoutError;
 
 use super::args::PlanArgs;
 use super::{connect, exit, Failure};
@@ -14,15 +15,39 @@ use super::{connect, exit, Failure};
 /// Runs `plan`; returns the exit code.
 pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let desired = load(&args.manifests).map_err(Failure::usage)?;
-    let client = connect::client(&args.kube)?;
-    let api: Api<APIService> = Api::all(client);
-    let existing: BTreeMap<String, APIService> = match list_all(&api, 500, None, &Canceller::new())
-    {
+    let client = connect::client(&args.kube)?.with_timeout(args.timeout);
+    // `--timeout` bounds the whole plan: every page of the list, an exec plugin included.
+    let cancel = Canceller::new();
+    let timer = {
+        let cancel = cancel.clone();
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
+        let timeout = args.timeout;
+        std::thread::Builder::new()
+            .name("plan-timeout".into())
+            .spawn(move || {
+                // Dropping the sender (the list finished) ends the wait without cancelling.
+                if done_rx.recv_timeout(timeout) == Err(RecvTimeoutError::Timeout) {
+                    cancel.cancel();
+                }
+            })
+            .map(|_| done_tx)
+            .map_err(|e| Failure::failed(format!("cannot start the timeout thread: {e}")))?
+    };
+    let api: Api<APIService> = Api::all(client.with_canceller(&cancel));
+    let listed = list_all(&api, 500, None, &cancel);
+    drop(timer);
+    let existing: BTreeMap<String, APIService> = match listed {
         Ok(listed) => listed
             .into_iter()
             .flat_map(|l| l.items)
             .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
             .collect(),
+        Err(e) if e.is_cancelled() => {
+            return Err(Failure::failed(format!(
+                "cannot list APIServices: no answer within {:?} (--timeout)",
+                args.timeout
+            )))
+        }
         Err(e) => return Err(Failure::failed(format!("cannot list APIServices: {e}"))),
     };
     let names: BTreeSet<&String> = desired.keys().chain(existing.keys()).collect();

@@ -1,6 +1,7 @@
 //! Blocking Kubernetes REST client over one shared `ureq` agent with rustls.
 
 mod auth;
+mod child;
 mod config;
 mod error;
 mod exec;
@@ -15,7 +16,9 @@ mod transport;
 mod typed_api;
 mod watch;
 
-pub use config::{AuthConfig, Config, ExecConfig, TlsConfig, DEFAULT_BURST, DEFAULT_QPS};
+pub use config::{
+    AuthConfig, Config, ExecConfig, TlsConfig, DEFAULT_BURST, DEFAULT_EXEC_TIMEOUT, DEFAULT_QPS,
+};
 pub use error::{ApiError, Error, MAX_RETRY_AFTER};
 pub use infer::{ConfigError, ConnectOptions, InferEnv, SERVICE_ACCOUNT_DIR};
 pub use metrics::{RestMetrics, ERROR_CODE};

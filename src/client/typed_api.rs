@@ -95,6 +95,12 @@ impl<K: Resource> Api<K> {
         self
     }
 
+    /// This handle with every request ended by `cancel` (see [`Client::with_canceller`]).
+    pub fn with_canceller(mut self, cancel: &crate::client::Canceller) -> Self {
+        self.client = self.client.with_canceller(cancel);
+        self
+    }
+
     /// The client under this handle.
     pub fn client(&self) -> &Client {
         &self.client

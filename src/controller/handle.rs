@@ -12,7 +12,8 @@ use super::decision::{Desired, SyncMode};
 use super::state::State;
 use super::sync;
 use crate::api::{APIService, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_ON_START};
-use crate::client::{Api, Client};
+use crate::client::{Api, Canceller, Client};
+use crate::runtime::clock::deadline_after;
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
 use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
@@ -38,6 +39,10 @@ impl Default for ControllerOptions {
     }
 }
 
+/// The [`Pending::reason`] of a name that has not been tried (or not finished) yet, as
+/// opposed to one whose last attempt failed.
+pub const NOT_SYNCED_YET: &str = "not synced yet";
+
 /// A name that has not synced successfully yet, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pending {
@@ -56,8 +61,15 @@ pub struct Controller {
     inner: Arc<Inner>,
 }
 
+/// Asked right before every write; `Err(why)` withholds it (e.g. leadership is no longer
+/// certain). See [`Controller::set_write_gate`].
+pub type WriteGate = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 struct Inner {
     api: Api<APIService>,
+    /// Ends every request of `api` (and its watch) at shutdown.
+    cancel: Canceller,
+    write_gate: parking_lot::RwLock<Option<WriteGate>>,
     options: ControllerOptions,
     state: State,
     store: Arc<Store<APIService>>,
@@ -90,9 +102,12 @@ impl EventHandler<APIService> for Enqueue {
 impl Controller {
     /// A controller for the cluster behind `client`; nothing runs until [`start`](Self::start).
     pub fn new(client: Client, options: ControllerOptions) -> Self {
+        let cancel = Canceller::new();
         Controller {
             inner: Arc::new(Inner {
-                api: Api::all(client),
+                api: Api::all(client.with_canceller(&cancel)),
+                cancel,
+                write_gate: parking_lot::RwLock::new(None),
                 options,
                 state: State::default(),
                 store: Arc::new(Store::new()),
@@ -162,7 +177,7 @@ impl Controller {
 
     /// Waits until the cache has synced; false on timeout or shutdown.
     pub fn wait_until_synced(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(Instant::now(), timeout);
         let inner = &self.inner;
         let synced = || inner.state.has_start();
         // Shutdown ends the wait: the cache will never sync after it.
@@ -175,7 +190,7 @@ impl Controller {
     /// Waits until every desired name, and every managed name present at start, has synced
     /// successfully once; on timeout or shutdown returns what is still pending and why.
     pub fn wait_converged(&self, timeout: Duration) -> Result<(), Vec<Pending>> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(Instant::now(), timeout);
         let inner = &self.inner;
         let done = || inner.state.has_start() && inner.unsynced(1).is_empty();
         // Shutdown ends the wait: nothing syncs after it.
@@ -200,6 +215,17 @@ impl Controller {
         Err(inner.pending())
     }
 
+    /// `(converged, total)`: how many of the names [`wait_converged`](Self::wait_converged)
+    /// waits for have synced once, out of how many (0 of the desired count before the cache
+    /// has synced).
+    pub fn progress(&self) -> (usize, usize) {
+        let inner = &self.inner;
+        if !inner.state.has_start() {
+            return (0, inner.state.desired_names().len());
+        }
+        inner.state.progress(|name| inner.is_managed(name))
+    }
+
     /// Whether [`start`](Self::start) has been called.
     pub fn is_started(&self) -> bool {
         self.inner.threads.lock().started
@@ -220,17 +246,39 @@ impl Controller {
         self.inner.api.client()
     }
 
-    /// Stops every thread this controller started and waits for them; a later
+    /// Makes `gate` a condition of every write: a worker asks it right before each create,
+    /// update or delete, and withholds the write when it answers `Err` (leader election:
+    /// "still leading", judged on the clock, so a process frozen past its renew deadline
+    /// writes nothing when it resumes, even before its elector notices the loss).
+    pub fn set_write_gate(&self, gate: impl Fn() -> Result<(), String> + Send + Sync + 'static) {
+        *self.inner.write_gate.write() = Some(Arc::new(gate));
+    }
+
+    /// Stops at once, without waiting: workers take no new name (queued names are dropped,
+    /// not drained), in-flight requests are cancelled and no write is sent from now on.
+    /// Safe from any thread (a signal handler thread, a leader-election hook);
+    /// [`shutdown`](Self::shutdown) then waits for the threads.
+    pub fn stop(&self) {
+        self.inner.queue.shutdown();
+        self.inner.cancel.cancel();
+        self.inner.state.wake_all();
+    }
+
+    /// Whether [`stop`](Self::stop) or [`shutdown`](Self::shutdown) was called.
+    pub fn is_stopped(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// [`stop`](Self::stop)s, then waits for every thread this controller started; a later
     /// [`start`](Self::start) does nothing.
     pub fn shutdown(&self) {
+        self.stop();
         let mut threads = self.inner.threads.lock();
         // A start after shutdown must not spawn threads no later shutdown would stop.
         threads.started = true;
         if let Some(r) = &threads.reflector {
             r.stop();
         }
-        self.inner.queue.shutdown();
-        self.inner.state.wake_all();
         if let Some(r) = threads.reflector.take() {
             r.join();
         }
@@ -268,10 +316,24 @@ impl Inner {
         }
     }
 
+    /// Whether a write may be sent now: not stopped, and the gate (if any) agrees.
+    fn may_write(&self) -> Result<(), String> {
+        if self.cancel.is_cancelled() {
+            return Err("the controller is stopping".into());
+        }
+        match &*self.write_gate.read() {
+            Some(gate) => gate(),
+            None => Ok(()),
+        }
+    }
+
     fn work(&self) {
         while let Some(name) = self.queue.get() {
-            match sync::sync(&self.state, &self.store, &self.api, &name) {
+            let may_write = || self.may_write();
+            match sync::sync(&self.state, &self.store, &self.api, &name, &may_write) {
                 Ok(()) => self.queue.forget(&name),
+                // Stopping: nothing to retry (the queue takes no more adds anyway).
+                Err(e) if e.is_cancelled() => {}
                 Err(e) => match e.retry_after() {
                     Some(wait) => self.queue.add_after(name.clone(), wait),
                     None => self.queue.add_rate_limited(name.clone()),
@@ -281,17 +343,19 @@ impl Inner {
         }
     }
 
+    /// Whether the cached object `name` carries our ownership label.
+    fn is_managed(&self, name: &str) -> bool {
+        self.store.get(name).is_some_and(|o| {
+            matches!(
+                o.auto_managed(),
+                Some(AUTO_MANAGED_ON_START | AUTO_MANAGED_ALWAYS)
+            )
+        })
+    }
+
     /// Up to `limit` names `--once` still waits for (see [`State::unsynced`]).
     fn unsynced(&self, limit: usize) -> Vec<String> {
-        let managed = |name: &str| {
-            self.store.get(name).is_some_and(|o| {
-                matches!(
-                    o.auto_managed(),
-                    Some(AUTO_MANAGED_ON_START | AUTO_MANAGED_ALWAYS)
-                )
-            })
-        };
-        self.state.unsynced(managed, limit)
+        self.state.unsynced(|name| self.is_managed(name), limit)
     }
 
     fn pending(&self) -> Vec<Pending> {
@@ -301,7 +365,7 @@ impl Inner {
                 let reason = self
                     .state
                     .failure(&name)
-                    .unwrap_or_else(|| "not synced yet".into());
+                    .unwrap_or_else(|| NOT_SYNCED_YET.into());
                 Pending { name, reason }
             })
             .collect()

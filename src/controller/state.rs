@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::decision::Desired;
+use crate::runtime::clock::deadline_after;
 
 /// The controller's bookkeeping, shared by registration calls and workers.
 #[derive(Default)]
@@ -91,6 +92,26 @@ impl State {
         names
     }
 
+    /// `(converged, total)` over the same names as [`unsynced`](Self::unsynced), counted
+    /// without copying names (for `--once`'s progress lines).
+    pub(crate) fn progress(&self, managed: impl Fn(&str) -> bool) -> (usize, usize) {
+        let desired = self.desired.read();
+        let at_start = self.at_start.read();
+        let synced = self.synced_once.lock();
+        let left_over = at_start
+            .iter()
+            .flatten()
+            .filter(|n| !desired.contains_key(*n) && managed(n));
+        let (mut done, mut total) = (0, 0);
+        for n in desired.keys().chain(left_over) {
+            total += 1;
+            if synced.contains(n) {
+                done += 1;
+            }
+        }
+        (done, total)
+    }
+
     /// Records a sync outcome and wakes convergence waiters.
     pub(crate) fn record_outcome(&self, name: &str, outcome: Result<(), String>) {
         match outcome {
@@ -123,7 +144,10 @@ impl State {
                 return true;
             }
             // Also wakes on a timer: cache sync is not a sync outcome.
-            let step = std::time::Instant::now() + std::time::Duration::from_millis(100);
+            let step = deadline_after(
+                std::time::Instant::now(),
+                std::time::Duration::from_millis(100),
+            );
             if self
                 .progress
                 .wait_until(&mut guard, step.min(deadline))
@@ -170,9 +194,11 @@ mod tests {
             "a once; unmanaged u left out"
         );
         assert_eq!(s.unsynced(managed, 1).len(), 1);
+        assert_eq!(s.progress(managed), (0, 3));
         s.record_outcome("a", Ok(()));
         s.record_outcome("m", Err("boom".into()));
         assert_eq!(s.unsynced(managed, usize::MAX), ["b", "m"]);
+        assert_eq!(s.progress(managed), (1, 3));
         assert_eq!(s.failure("m").as_deref(), Some("boom"));
         s.record_outcome("b", Ok(()));
         s.record_outcome("m", Ok(()));

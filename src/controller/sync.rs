@@ -24,15 +24,25 @@ pub(crate) fn plan(state: &State, store: &Store<APIService>, name: &str) -> Deci
     )
 }
 
-/// Syncs `name` once; `Ok` means the name needs no retry.
+/// Syncs `name` once; `Ok` means the name needs no retry. `may_write` is asked right before
+/// a write is sent; when it refuses, nothing is sent and the sync ends as
+/// [`Error::Cancelled`].
 pub(crate) fn sync(
     state: &State,
     store: &Store<APIService>,
     api: &Api<APIService>,
     name: &str,
+    may_write: &dyn Fn() -> Result<(), String>,
 ) -> Result<(), Error> {
     let decision = plan(state, store, name);
     let cell = decision.cell;
+    if !matches!(decision.action, Action::None | Action::Error(_)) {
+        if let Err(why) = may_write() {
+            debug!("{name} {cell}: write withheld: {why}");
+            state.record_outcome(name, Err(format!("not written: {why}")));
+            return Err(Error::Cancelled);
+        }
+    }
     let (verb, result) = match decision.action {
         Action::None => {
             debug!("{name} {cell}: nothing to do ({})", decision.reason);
@@ -63,6 +73,8 @@ pub(crate) fn sync(
     };
     match &result {
         Ok(()) => info!("{name} {cell} {verb}: ok ({})", decision.reason),
+        // Shutdown cut the request short: not a failure worth a warning.
+        Err(e) if e.is_cancelled() => debug!("{name} {cell} {verb}: cancelled"),
         Err(e) => warn!("{name} {cell} {verb}: failed: {e}"),
     }
     state.record_outcome(

@@ -15,6 +15,7 @@ use super::health::readiness;
 use super::metrics::{render_all, CONTENT_TYPE};
 use super::request::{read_request, ReadError, Request};
 use super::sources::OpsSources;
+use crate::runtime::clock::deadline_after;
 
 /// Time allowed to receive a request head, and to send an answer: a scraper's default
 /// timeout is 10 s, and a client slower than that only holds its own thread.
@@ -191,7 +192,7 @@ fn serve(shared: &Shared, mut stream: TcpStream) {
     let peer = stream
         .peer_addr()
         .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let deadline = Instant::now() + IO_TIMEOUT;
+    let deadline = deadline_after(Instant::now(), IO_TIMEOUT);
     let response = match read_request(&mut DeadlineReader::new(&stream, deadline)) {
         Ok(req) => route(shared, &req),
         Err(ReadError::Closed) => return,
@@ -210,7 +211,8 @@ fn serve(shared: &Shared, mut stream: TcpStream) {
         return;
     }
     let _ = stream.shutdown(Shutdown::Write);
-    let mut rest = DeadlineReader::new(&stream, Instant::now() + LINGER).take(LINGER_BYTES);
+    let mut rest =
+        DeadlineReader::new(&stream, deadline_after(Instant::now(), LINGER)).take(LINGER_BYTES);
     let _ = io::copy(&mut rest, &mut io::sink());
 }
 
