@@ -12,16 +12,20 @@ use crossbeam_channel::RecvTimeoutError;
 use super::args::PlanArgs;
 use super::{connect, exit, Failure};
 
+/// Beyond `--timeout`, how long the whole plan may take (several pages of a list).
+const PLAN_SLACK: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Runs `plan`; returns the exit code.
 pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let desired = load(&args.manifests).map_err(Failure::usage)?;
     let client = connect::client(&args.kube)?.with_timeout(args.timeout);
-    // `--timeout` bounds the whole plan: every page of the list, an exec plugin included.
+    // `--timeout` bounds every request (an exec plugin run included), and, with a little
+    // slack so a single hung request reports its own cause first, the whole plan.
     let cancel = Canceller::new();
     let timer = {
         let cancel = cancel.clone();
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
-        let timeout = args.timeout;
+        let timeout = args.timeout.saturating_add(PLAN_SLACK);
         std::thread::Builder::new()
             .name("plan-timeout".into())
             .spawn(move || {
@@ -37,11 +41,18 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let listed = list_all(&api, 500, None, &cancel);
     drop(timer);
     let existing: BTreeMap<String, APIService> = match listed {
-        Ok(listed) => listed
+        // `None`: cancelled (the timeout), not an empty cluster.
+        Ok(Some(listed)) => listed
+            .items
             .into_iter()
-            .flat_map(|l| l.items)
             .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
             .collect(),
+        Ok(None) => {
+            return Err(Failure::failed(format!(
+                "cannot list APIServices: no answer within {:?} (--timeout)",
+                args.timeout
+            )))
+        }
         Err(e) if e.is_cancelled() => {
             return Err(Failure::failed(format!(
                 "cannot list APIServices: no answer within {:?} (--timeout)",

@@ -14,6 +14,7 @@ use autoregister::runtime::clock::deadline_after;
 use autoregister::runtime::leader::{
     default_identity, LeaderCallbacks, LeaderElector, LeaderHandle,
 };
+use autoregister::runtime::liveness::Heartbeat;
 use crossbeam_channel::{never, select, tick, Receiver};
 use log::{error, info, warn};
 
@@ -22,6 +23,18 @@ use super::{connect, exit, signals, Failure};
 
 /// How often PATH is checked for changes.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);
+
+/// Longest a manifest reload may take before the watcher counts as stuck on `/healthz`.
+const MANIFEST_RELOAD_BOUND: Duration = Duration::from_secs(60);
+
+/// Marks a heartbeat idle when a step ends, whichever way it ends.
+struct IdleOnDrop<'a>(&'a Heartbeat);
+
+impl Drop for IdleOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.idle();
+    }
+}
 
 /// How often the wait for leadership looks for a stop signal.
 const LEADER_WAIT_SLICE: Duration = Duration::from_millis(200);
@@ -251,15 +264,25 @@ fn keep_running(
     lost: &Receiver<()>,
 ) -> End {
     let ticker = tick(MANIFEST_POLL);
+    // Stuck in a reload this long (a file system that hangs) fails /healthz.
+    let heartbeat = controller.liveness().register("manifest-watcher");
+    heartbeat.busy_for(MANIFEST_RELOAD_BOUND, "reload");
     let mut seen = fingerprint(manifests.path());
+    heartbeat.idle();
     loop {
         select! {
-            recv(stop) -> _ => return End::Signal,
+            recv(stop) -> _ => {
+                heartbeat.retire();
+                return End::Signal;
+            }
             recv(lost) -> _ => {
                 error!("leader election lost; exiting so a restart competes afresh");
+                heartbeat.retire();
                 return End::Lost;
             }
             recv(ticker) -> _ => {
+                heartbeat.busy_for(MANIFEST_RELOAD_BOUND, "reload");
+                let _idle = IdleOnDrop(&heartbeat);
                 let now = fingerprint(manifests.path());
                 if now == seen {
                     continue;

@@ -57,6 +57,7 @@ impl std::fmt::Display for RunError {
 }
 
 /// What a finished child left.
+#[derive(Debug)]
 pub(crate) struct Output {
     pub(crate) status: ExitStatus,
     pub(crate) stdout: Vec<u8>,
@@ -218,5 +219,68 @@ impl Pipes {
         }
         let [out, err] = self.got;
         Some((out.unwrap_or_default(), err.unwrap_or_default()))
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn bounds<'a>(until: Instant, max: usize, cancelled: &'a dyn Fn() -> bool) -> Bounds<'a> {
+        Bounds {
+            until,
+            max_output: max,
+            cancelled,
+            slow_after: Duration::from_secs(3600),
+            on_slow: &|| {},
+        }
+    }
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    }
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(20)
+    }
+
+    #[test]
+    fn output_and_status_come_back() {
+        let out = run(
+            &mut sh("echo out; echo err >&2; exit 3"),
+            &bounds(far(), 100, &|| false),
+        )
+        .unwrap();
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+        assert_eq!(out.status.code(), Some(3));
+    }
+
+    #[test]
+    fn a_child_past_its_deadline_is_killed() {
+        let t = Instant::now();
+        let until = t + Duration::from_millis(100);
+        let e = run(&mut sh("sleep 30"), &bounds(until, 100, &|| false)).unwrap_err();
+        assert!(matches!(e, RunError::TimedOut(_)), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn too_much_output_kills_the_child() {
+        let e = run(&mut sh("yes"), &bounds(far(), 1000, &|| false)).unwrap_err();
+        assert!(matches!(e, RunError::TooLarge(1000)), "{e}");
+    }
+
+    #[test]
+    fn cancellation_kills_the_child() {
+        let t = Instant::now();
+        let e = run(
+            &mut sh("sleep 30"),
+            &bounds(far(), 100, &|| t.elapsed() > Duration::from_millis(50)),
+        )
+        .unwrap_err();
+        assert!(matches!(e, RunError::Cancelled), "{e}");
     }
 }

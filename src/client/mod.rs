@@ -22,7 +22,7 @@ pub use config::{
 pub use error::{ApiError, Error, MAX_RETRY_AFTER};
 pub use infer::{ConfigError, ConnectOptions, InferEnv, SERVICE_ACCOUNT_DIR};
 pub use metrics::{RestMetrics, ERROR_CODE};
-pub use rest::{Client, MAX_BODY_BYTES};
+pub use rest::{Client, WriteGate, MAX_BODY_BYTES};
 pub use transport::Canceller;
 pub use typed_api::{Api, DeleteParams, ListParams, WatchParams, WATCH_SLACK};
 pub use watch::{WatchStream, MAX_EVENT_BYTES};

@@ -34,7 +34,12 @@ pub struct Client {
     /// Set by [`with_canceller`](Client::with_canceller): the canceller and the pooled agent
     /// whose connections it closes.
     cancel: Option<Arc<Cancellable>>,
+    /// Asked right before each write is sent (see [`with_write_gate`](Client::with_write_gate)).
+    write_gate: Option<WriteGate>,
 }
+
+/// Asked right before a write (POST, PUT, DELETE) is sent; `Err(why)` withholds it.
+pub type WriteGate = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 struct Cancellable {
     canceller: Canceller,
@@ -100,7 +105,17 @@ impl Client {
             max_body_bytes: MAX_BODY_BYTES,
             timeout: None,
             cancel: None,
+            write_gate: None,
         })
+    }
+
+    /// This client with `gate` asked right before every write is put on the wire (after
+    /// the rate limiter and the credential, which may have waited): when it refuses, the
+    /// write is not sent and fails with [`Error::Cancelled`]. Leader election uses it so a
+    /// leader frozen (or starved) past its renew deadline sends nothing when it resumes.
+    pub fn with_write_gate(mut self, gate: WriteGate) -> Client {
+        self.write_gate = Some(gate);
+        self
     }
 
     /// This client with every request (and watch) ended by `cancel`: a cancel closes the
@@ -280,6 +295,12 @@ impl Client {
             );
             if let Some(auth) = self.inner.auth.header(auth_until, &cancelled)? {
                 builder = builder.header("Authorization", auth);
+            }
+            if let (Some(gate), false) = (&self.write_gate, verb == Verb::Get) {
+                if let Err(why) = gate() {
+                    log::debug!("{} {path}: not sent: {why}", verb.as_str());
+                    return Err(Error::Cancelled);
+                }
             }
             // No body at all (not an empty one) on GET: ureq would otherwise send
             // `Content-Length: 0`, which some proxies reject on a GET.

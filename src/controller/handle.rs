@@ -12,8 +12,9 @@ use super::decision::{Desired, SyncMode};
 use super::state::State;
 use super::sync;
 use crate::api::{APIService, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_ON_START};
-use crate::client::{Api, Canceller, Client};
+use crate::client::{Api, Canceller, Client, WriteGate};
 use crate::runtime::clock::deadline_after;
+use crate::runtime::liveness::Liveness;
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
 use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
@@ -61,15 +62,14 @@ pub struct Controller {
     inner: Arc<Inner>,
 }
 
-/// Asked right before every write; `Err(why)` withholds it (e.g. leadership is no longer
-/// certain). See [`Controller::set_write_gate`].
-pub type WriteGate = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
-
 struct Inner {
     api: Api<APIService>,
     /// Ends every request of `api` (and its watch) at shutdown.
     cancel: Canceller,
-    write_gate: parking_lot::RwLock<Option<WriteGate>>,
+    /// The caller's gate (leadership), shared with the client, which asks it last.
+    write_gate: Arc<parking_lot::RwLock<Option<WriteGate>>>,
+    /// Heartbeats of the reflector and the workers, for `/healthz`.
+    liveness: Arc<Liveness>,
     options: ControllerOptions,
     state: State,
     store: Arc<Store<APIService>>,
@@ -103,11 +103,19 @@ impl Controller {
     /// A controller for the cluster behind `client`; nothing runs until [`start`](Self::start).
     pub fn new(client: Client, options: ControllerOptions) -> Self {
         let cancel = Canceller::new();
+        let write_gate: Arc<parking_lot::RwLock<Option<WriteGate>>> = Arc::default();
+        // The client asks the gate again right before sending: a worker may have waited for
+        // the rate limiter or a credential since the sync asked it.
+        let gate = {
+            let (slot, cancel) = (write_gate.clone(), cancel.clone());
+            Arc::new(move || may_write(&cancel, &slot)) as WriteGate
+        };
         Controller {
             inner: Arc::new(Inner {
-                api: Api::all(client.with_canceller(&cancel)),
+                api: Api::all(client.with_canceller(&cancel).with_write_gate(gate)),
                 cancel,
-                write_gate: parking_lot::RwLock::new(None),
+                write_gate,
+                liveness: Liveness::new(),
                 options,
                 state: State::default(),
                 store: Arc::new(Store::new()),
@@ -157,6 +165,7 @@ impl Controller {
         threads.started = true;
         let opts = ReflectorOptions {
             resync: self.inner.options.resync,
+            liveness: Some(self.inner.liveness.clone()),
             ..Default::default()
         };
         threads.reflector = Some(Reflector::spawn(
@@ -241,6 +250,12 @@ impl Controller {
         self.inner.queue.metrics().clone()
     }
 
+    /// The heartbeats of this controller's threads (groups `reflector` and `workers`);
+    /// others may register theirs (the manifest watcher). `/healthz` checks them.
+    pub fn liveness(&self) -> &Arc<Liveness> {
+        &self.inner.liveness
+    }
+
     /// The REST client this controller talks through (its metrics, its config).
     pub fn client(&self) -> &Client {
         self.inner.api.client()
@@ -288,6 +303,20 @@ impl Controller {
     }
 }
 
+/// Whether a write may be sent now: not stopped, and the caller's gate (if any) agrees.
+fn may_write(
+    cancel: &Canceller,
+    gate: &parking_lot::RwLock<Option<WriteGate>>,
+) -> Result<(), String> {
+    if cancel.is_cancelled() {
+        return Err("the controller is stopping".into());
+    }
+    match &*gate.read() {
+        Some(gate) => gate(),
+        None => Ok(()),
+    }
+}
+
 impl Inner {
     fn start_workers_after_sync(self: Arc<Self>) {
         // Poll so a shutdown before the first list succeeds still ends this thread.
@@ -316,19 +345,29 @@ impl Inner {
         }
     }
 
-    /// Whether a write may be sent now: not stopped, and the gate (if any) agrees.
     fn may_write(&self) -> Result<(), String> {
-        if self.cancel.is_cancelled() {
-            return Err("the controller is stopping".into());
-        }
-        match &*self.write_gate.read() {
-            Some(gate) => gate(),
-            None => Ok(()),
-        }
+        may_write(&self.cancel, &self.write_gate)
+    }
+
+    /// Longest one sync may take before its worker counts as stuck: a write and its retry
+    /// after a 401, each with an exec plugin run, plus slack for the rate limiter.
+    fn sync_bound(&self) -> Duration {
+        let config = self.api.client().config();
+        config
+            .timeout
+            .saturating_add(config.exec_timeout)
+            .saturating_mul(2)
+            .saturating_add(Duration::from_secs(30))
     }
 
     fn work(&self) {
-        while let Some(name) = self.queue.get() {
+        let heartbeat = self.liveness.register("workers");
+        let bound = self.sync_bound();
+        while let Some(name) = {
+            heartbeat.idle();
+            self.queue.get()
+        } {
+            heartbeat.busy_for(bound, "sync");
             let may_write = || self.may_write();
             match sync::sync(&self.state, &self.store, &self.api, &name, &may_write) {
                 Ok(()) => self.queue.forget(&name),
@@ -341,6 +380,7 @@ impl Inner {
             }
             self.queue.done(&name);
         }
+        heartbeat.retire();
     }
 
     /// Whether the cached object `name` carries our ownership label.

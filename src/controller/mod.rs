@@ -7,5 +7,5 @@ mod state;
 mod sync;
 
 pub use decision::{decide, with_label, Action, Cell, Current, Decision, Desired, SyncMode};
-pub use handle::{Controller, ControllerOptions, Pending, WriteGate, NOT_SYNCED_YET, QUEUE_NAME};
+pub use handle::{Controller, ControllerOptions, Pending, NOT_SYNCED_YET, QUEUE_NAME};
 pub use manifests::{load, ManifestError, ManifestSet, Reload};
