@@ -23,11 +23,12 @@ pub fn stop_channel(on_first: impl Fn() + Send + 'static) -> std::io::Result<Rec
                     std::process::exit(exit::FAILED);
                 }
                 seen = true;
+                // Stop first, log after: nothing may be sent while the line is written.
+                on_first();
                 log::info!(
                     "signal {} received, stopping (a second one exits at once)",
                     name(sig)
                 );
-                on_first();
                 let _ = tx.send(sig);
             }
         })?;

@@ -195,6 +195,15 @@ impl ExecPlugin {
         result
     }
 
+    /// The cached credential, if it is still valid; never runs the plugin.
+    pub(crate) fn cached(&self) -> Option<Credential> {
+        self.state
+            .lock()
+            .credential
+            .clone()
+            .filter(Credential::is_valid)
+    }
+
     /// The bearer token, if the plugin gives one (it may give only a client certificate).
     pub(crate) fn token(
         &self,
@@ -319,17 +328,11 @@ impl std::fmt::Debug for ExecPlugin {
 
 impl ResolvesClientCert for ExecClientCert {
     fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
-        // A failing plugin here means no certificate; the request's own credential lookup
-        // reports the plugin's error.
-        // No request context here (a TLS handshake): the plugin's own timeout bounds it.
-        let until = crate::runtime::clock::deadline_after(Instant::now(), self.0.timeout);
-        match self.0.credential(until, &|| false) {
-            Ok(c) => c.cert,
-            Err(e) => {
-                log::debug!("no client certificate from the exec plugin: {e}");
-                None
-            }
-        }
+        // Never runs the plugin here, inside a TLS handshake nothing can cancel: every
+        // request asks for its credential first (bounded, cancellable), which fills the
+        // cache. A credential that expired in between gives no certificate, the server
+        // answers 401 and the retry runs the plugin again.
+        self.0.cached().and_then(|c| c.cert)
     }
 
     fn has_certs(&self) -> bool {

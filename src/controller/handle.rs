@@ -275,6 +275,10 @@ impl Controller {
     /// [`shutdown`](Self::shutdown) then waits for the threads.
     pub fn stop(&self) {
         self.inner.queue.shutdown();
+        // The reflector first, so it takes its closed watch for the stop it is.
+        if let Some(r) = &self.inner.threads.lock().reflector {
+            r.stop();
+        }
         self.inner.cancel.cancel();
         self.inner.state.wake_all();
     }
@@ -291,9 +295,6 @@ impl Controller {
         let mut threads = self.inner.threads.lock();
         // A start after shutdown must not spawn threads no later shutdown would stop.
         threads.started = true;
-        if let Some(r) = &threads.reflector {
-            r.stop();
-        }
         if let Some(r) = threads.reflector.take() {
             r.join();
         }
