@@ -230,6 +230,47 @@ fn a_leader_frozen_past_its_renew_deadline_writes_nothing_after_it_resumes_and_e
 }
 
 #[test]
+fn a_leader_that_cannot_renew_stops_and_exits_1_by_its_renew_deadline() {
+    let server = TestServer::start();
+    let s = Scratch::new("cannot-renew");
+    many(&s, 5_000);
+    let mut p = Proc::run(
+        &server,
+        &s,
+        &[
+            "--qps",
+            "10",
+            "--burst",
+            "1",
+            "--leader-elect",
+            "--leader-elect-lease-duration",
+            "2s",
+            "--leader-elect-renew-deadline",
+            "1s",
+            "--leader-elect-retry-period",
+            "200ms",
+        ],
+    );
+    assert!(wait_until(|| server.count("create") >= 2), "{}", p.log());
+    // Nothing answers from now on: renewals hang like every write.
+    server.faults().pause();
+    let paused = SystemTime::now();
+    let t0 = Instant::now();
+    // The renew deadline (1 s) after the last renewal, and a little for the way out; well
+    // before the 2 s lease could expire for the others plus their own wait.
+    let (code, took) = exit_within(&mut p, t0, Duration::from_millis(2_000));
+    server.faults().resume();
+    assert_eq!(code, 1, "{}", p.log());
+    assert!(
+        p.log()
+            .contains("could not renew the lease within the renew deadline"),
+        "{}",
+        p.log()
+    );
+    eprintln!("exited {took:?} after the server stopped answering");
+}
+
+#[test]
 fn once_leader_elect_times_out_while_another_holds_the_lease() {
     let server = TestServer::start();
     server.seed(
