@@ -268,6 +268,14 @@ fn a_leader_that_cannot_renew_stops_and_exits_1_by_its_renew_deadline() {
         p.log()
     );
     eprintln!("exited {took:?} after the server stopped answering");
+    // Leadership ended at most the renew deadline after the pause (the last renewal came
+    // before it); a write sent at that instant may arrive a moment later.
+    let late = writes_after(&server, paused + Duration::from_millis(1_050));
+    assert!(
+        late.is_empty(),
+        "writes after the renew deadline: {late:?}\n{}",
+        p.log()
+    );
 }
 
 #[test]
