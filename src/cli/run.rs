@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use autoregister::api::Lease;
 use autoregister::client::{Api, Client};
 use autoregister::controller::decision::{Desired, SyncMode};
-use autoregister::controller::manifests::{fingerprint, ManifestSet};
+use autoregister::controller::manifests::{Poll, Reloaded, Reloader};
 use autoregister::controller::{Controller, ControllerOptions, Pending, NOT_SYNCED_YET};
 use autoregister::ops::{OpsServer, OpsSources};
 use autoregister::runtime::clock::deadline_after;
@@ -56,14 +56,18 @@ enum End {
     Signal,
     /// Leadership lost against our will.
     Lost,
+    /// `--once`: only names a guard holds are left; waiting will not converge them.
+    Blocked,
 }
 
 /// Runs `run`; returns the exit code.
 pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     // `--timeout` bounds the whole `--once` run: the wait for the lease included.
     let deadline = deadline_after(Instant::now(), args.timeout);
-    let mut manifests = ManifestSet::new(&args.manifests);
-    let loaded = manifests.reload();
+    let o = &args.ownership;
+    let mut manifests = Reloader::new(&args.manifests, &o.label_key, o.allow_empty);
+    // Read now so a bad manifest exits 2 at once, before any connection.
+    let loaded = manifests.load();
     if !loaded.errors.is_empty() {
         return Err(Failure::usage(loaded.errors));
     }
@@ -73,6 +77,10 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         ControllerOptions {
             workers: args.workers,
             resync: args.resync,
+            label_key: o.label_key.clone(),
+            adopt: o.adopt,
+            allow_empty: o.allow_empty,
+            ..ControllerOptions::default()
         },
     );
     // The signal thread stops the controller itself: no write after the signal, even
@@ -131,6 +139,13 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
             }
         });
     }
+    // A standby may have waited a long time: what counts is PATH as it is now that we lead.
+    let loaded = if leader.is_some() {
+        manifests.load()
+    } else {
+        loaded
+    };
+    report_reload(&loaded, manifests.path());
     let mut applied = BTreeMap::new();
     apply(&controller, &mut applied, loaded.desired);
     controller.start();
@@ -213,6 +228,19 @@ fn once(
                 info!("converged: {total} APIServices");
                 return End::Converged;
             }
+            Err(pending) if !pending.is_empty() && pending.iter().all(|p| p.blocked) => {
+                error!(
+                    "not converged: {} APIServices are not ours to write:",
+                    pending.len()
+                );
+                for p in pending.iter().take(SUMMARY_NAMES) {
+                    error!("  {}: {}", p.name, p.reason);
+                }
+                if pending.len() > SUMMARY_NAMES {
+                    error!("  and {} more", pending.len() - SUMMARY_NAMES);
+                }
+                return End::Blocked;
+            }
             Err(pending) if Instant::now() >= deadline => {
                 report_timeout(args.timeout, controller, &pending);
                 return End::TimedOut;
@@ -255,10 +283,10 @@ fn report_timeout(timeout: Duration, controller: &Controller, pending: &[Pending
     }
 }
 
-/// Runs until a signal, applying manifest changes as a diff.
+/// Runs until a signal, applying settled manifest changes as a diff.
 fn keep_running(
     controller: &Controller,
-    manifests: &mut ManifestSet,
+    manifests: &mut Reloader,
     applied: &mut BTreeMap<String, Desired>,
     stop: &Receiver<i32>,
     lost: &Receiver<()>,
@@ -266,9 +294,6 @@ fn keep_running(
     let ticker = tick(MANIFEST_POLL);
     // Stuck in a reload this long (a file system that hangs) fails /healthz.
     let heartbeat = controller.liveness().register("manifest-watcher");
-    heartbeat.busy_for(MANIFEST_RELOAD_BOUND, "reload");
-    let mut seen = fingerprint(manifests.path());
-    heartbeat.idle();
     loop {
         select! {
             recv(stop) -> _ => {
@@ -283,16 +308,10 @@ fn keep_running(
             recv(ticker) -> _ => {
                 heartbeat.busy_for(MANIFEST_RELOAD_BOUND, "reload");
                 let _idle = IdleOnDrop(&heartbeat);
-                let now = fingerprint(manifests.path());
-                if now == seen {
-                    continue;
+                if let Poll::Changed(loaded) = manifests.poll() {
+                    report_reload(&loaded, manifests.path());
+                    apply(controller, applied, loaded.desired);
                 }
-                seen = now;
-                let loaded = manifests.reload();
-                for e in &loaded.errors {
-                    warn!("{e} (keeping the last good objects of that file)");
-                }
-                apply(controller, applied, loaded.desired);
             }
         }
     }
@@ -344,6 +363,21 @@ fn become_leader(
             handle.release_and_stop();
             return Ok(Err(End::TimedOut));
         }
+    }
+}
+
+/// Logs what is wrong with a reload and what was kept because of it.
+fn report_reload(loaded: &Reloaded, path: &std::path::Path) {
+    for e in &loaded.errors {
+        warn!("{e} (keeping the last good objects of that file)");
+    }
+    if loaded.held_empty {
+        warn!(
+            "{} declares no APIServices any more; keeping the {} registered ones \
+             (give --allow-empty to let an empty set deregister them)",
+            path.display(),
+            loaded.desired.len()
+        );
     }
 }
 

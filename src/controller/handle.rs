@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
-use super::decision::{Desired, SyncMode};
+use super::decision::{Desired, Ownership, SyncMode};
+use super::fights::FightDetector;
 use super::state::State;
-use super::sync;
-use crate::api::{APIService, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_ON_START};
+use super::sync::{self, SyncContext};
+use crate::api::{APIService, DEFAULT_LABEL_KEY};
 use crate::client::{Api, Canceller, Client, WriteGate};
 use crate::runtime::clock::deadline_after;
 use crate::runtime::liveness::Liveness;
@@ -22,6 +23,9 @@ use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
 /// Name of the workqueue (the `name` label of its metrics), as upstream.
 pub const QUEUE_NAME: &str = "autoregister";
 
+/// The `fieldManager` our writes carry unless set otherwise: the binary's name.
+pub const DEFAULT_FIELD_MANAGER: &str = "autoregister";
+
 /// Settings of a [`Controller`].
 #[derive(Clone, Debug)]
 pub struct ControllerOptions {
@@ -29,6 +33,15 @@ pub struct ControllerOptions {
     pub workers: usize,
     /// Re-deliver every cached object this often (None: never).
     pub resync: Option<Duration>,
+    /// The ownership label: objects carrying it with `onstart`/`true` are ours. One
+    /// instance (or one leader-elected group) per key.
+    pub label_key: String,
+    /// Take over desired objects that carry no ownership label, in place.
+    pub adopt: bool,
+    /// Let an empty desired set deregister everything we manage.
+    pub allow_empty: bool,
+    /// `fieldManager` of our creates and updates (shown in `managedFields`).
+    pub field_manager: String,
 }
 
 impl Default for ControllerOptions {
@@ -36,6 +49,21 @@ impl Default for ControllerOptions {
         ControllerOptions {
             workers: 2,
             resync: None,
+            label_key: DEFAULT_LABEL_KEY.to_string(),
+            adopt: false,
+            allow_empty: false,
+            field_manager: DEFAULT_FIELD_MANAGER.to_string(),
+        }
+    }
+}
+
+impl ControllerOptions {
+    /// The ownership policy these options describe.
+    pub fn ownership(&self) -> Ownership {
+        Ownership {
+            label_key: self.label_key.clone(),
+            adopt: self.adopt,
+            allow_empty: self.allow_empty,
         }
     }
 }
@@ -51,6 +79,8 @@ pub struct Pending {
     pub name: String,
     /// The last error, or why it has not been tried.
     pub reason: String,
+    /// A guard holds it (not ours, empty desired set): waiting longer will not help.
+    pub blocked: bool,
 }
 
 /// The autoregister controller; a cheap, `Clone + Send + Sync` handle.
@@ -71,6 +101,8 @@ struct Inner {
     /// Heartbeats of the reflector and the workers, for `/healthz`.
     liveness: Arc<Liveness>,
     options: ControllerOptions,
+    ownership: Ownership,
+    fights: FightDetector,
     state: State,
     store: Arc<Store<APIService>>,
     queue: Arc<RateLimitingQueue<String>>,
@@ -102,6 +134,16 @@ impl EventHandler<APIService> for Enqueue {
 impl Controller {
     /// A controller for the cluster behind `client`; nothing runs until [`start`](Self::start).
     pub fn new(client: Client, options: ControllerOptions) -> Self {
+        let ownership = options.ownership();
+        if ownership.is_upstream_key() {
+            warn!(
+                "--label-key {} is kube-apiserver's own label: on a real cluster its built-in \
+                 APIServices (v1., v1.apps, ...) then count as ours and may be deleted, and \
+                 kube-apiserver deletes what we create. Use it only if this program is the \
+                 cluster's aggregator",
+                options.label_key
+            );
+        }
         let cancel = Canceller::new();
         let write_gate: Arc<parking_lot::RwLock<Option<WriteGate>>> = Arc::default();
         // The client asks the gate again right before sending: a worker may have waited for
@@ -110,9 +152,12 @@ impl Controller {
             let (slot, cancel) = (write_gate.clone(), cancel.clone());
             Arc::new(move || may_write(&cancel, &slot)) as WriteGate
         };
+        let client = client.with_canceller(&cancel).with_write_gate(gate);
         Controller {
             inner: Arc::new(Inner {
-                api: Api::all(client.with_canceller(&cancel).with_write_gate(gate)),
+                api: Api::all(client).with_field_manager(options.field_manager.clone()),
+                ownership,
+                fights: FightDetector::default(),
                 cancel,
                 write_gate,
                 liveness: Liveness::new(),
@@ -135,7 +180,8 @@ impl Controller {
         self.add(obj, SyncMode::Always);
     }
 
-    /// Stops syncing `name`; a managed object left behind is deleted.
+    /// Stops syncing `name`; a managed object left behind is deleted (unless that
+    /// empties the desired set and `allow_empty` is off).
     pub fn remove_api_service_to_sync(&self, name: &str) {
         if self.inner.state.remove_desired(name).is_some() {
             debug!("{name}: removed from the desired set");
@@ -150,10 +196,19 @@ impl Controller {
             warn!("ignoring an APIService without metadata.name");
             return;
         }
+        let was_empty = self.inner.state.desired_is_empty();
         self.inner
             .state
             .set_desired(name.clone(), Desired::new(&obj, mode));
         self.inner.queue.add(name);
+        if was_empty {
+            // The empty-set guard may be holding leftovers: with a set again, decide them anew.
+            for n in self.inner.store.keys() {
+                if self.inner.state.is_blocked(&n) {
+                    self.inner.queue.add(n);
+                }
+            }
+        }
     }
 
     /// Starts the reflector and, once its cache has synced, the workers. Idempotent.
@@ -202,10 +257,18 @@ impl Controller {
         let deadline = deadline_after(Instant::now(), timeout);
         let inner = &self.inner;
         let done = || inner.state.has_start() && inner.unsynced(1).is_empty();
+        // Names a guard holds will not sync by waiting: stop as soon as only they are left.
+        let stuck = || {
+            inner.state.has_start()
+                && inner
+                    .unsynced(usize::MAX)
+                    .iter()
+                    .all(|n| inner.state.is_blocked(n))
+        };
         // Shutdown ends the wait: nothing syncs after it.
-        inner
-            .state
-            .wait_until(deadline, || done() || inner.queue.is_shutting_down());
+        inner.state.wait_until(deadline, || {
+            done() || stuck() || inner.queue.is_shutting_down()
+        });
         if done() {
             return Ok(());
         }
@@ -218,6 +281,7 @@ impl Controller {
                 .map(|name| Pending {
                     name,
                     reason: reason.into(),
+                    blocked: false,
                 })
                 .collect());
         }
@@ -254,6 +318,19 @@ impl Controller {
     /// others may register theirs (the manifest watcher). `/healthz` checks them.
     pub fn liveness(&self) -> &Arc<Liveness> {
         &self.inner.liveness
+    }
+
+    /// The ownership policy (label key, adopt, allow-empty) this controller applies.
+    pub fn ownership(&self) -> &Ownership {
+        &self.inner.ownership
+    }
+
+    /// Writes that redid work another writer had undone, and fights reported, since start.
+    pub fn contested_writes(&self) -> (u64, u64) {
+        (
+            self.inner.fights.contested_writes(),
+            self.inner.fights.fights(),
+        )
     }
 
     /// The REST client this controller talks through (its metrics, its config).
@@ -370,7 +447,15 @@ impl Inner {
         } {
             heartbeat.busy_for(bound, "sync");
             let may_write = || self.may_write();
-            match sync::sync(&self.state, &self.store, &self.api, &name, &may_write) {
+            let cx = SyncContext {
+                state: &self.state,
+                store: &self.store,
+                ownership: &self.ownership,
+                api: &self.api,
+                fights: &self.fights,
+                may_write: &may_write,
+            };
+            match sync::sync(&cx, &name) {
                 Ok(()) => self.queue.forget(&name),
                 // Stopping: nothing to retry (the queue takes no more adds anyway).
                 Err(e) if e.is_cancelled() => {}
@@ -386,12 +471,9 @@ impl Inner {
 
     /// Whether the cached object `name` carries our ownership label.
     fn is_managed(&self, name: &str) -> bool {
-        self.store.get(name).is_some_and(|o| {
-            matches!(
-                o.auto_managed(),
-                Some(AUTO_MANAGED_ON_START | AUTO_MANAGED_ALWAYS)
-            )
-        })
+        self.store
+            .get(name)
+            .is_some_and(|o| self.ownership.is_managed(&o))
     }
 
     /// Up to `limit` names `--once` still waits for (see [`State::unsynced`]).
@@ -407,7 +489,12 @@ impl Inner {
                     .state
                     .failure(&name)
                     .unwrap_or_else(|| NOT_SYNCED_YET.into());
-                Pending { name, reason }
+                let blocked = self.state.is_blocked(&name);
+                Pending {
+                    name,
+                    reason,
+                    blocked,
+                }
             })
             .collect()
     }
