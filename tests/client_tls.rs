@@ -469,8 +469,8 @@ fn plugin(dir: &Path) -> PathBuf {
 printf '%s' "$KUBERNETES_EXEC_INFO" > "$DIR/info.json"
 echo run >> "$DIR/runs"
 n=$(wc -l < "$DIR/runs" | tr -d ' ')
-if [ -n "$FAIL" ]; then echo "  plugin broke: $FAIL  " >&2; exit 3; fi
 if [ -n "$SLEEP" ]; then sleep "$SLEEP"; fi
+if [ -n "$FAIL" ]; then echo "  plugin broke: $FAIL  " >&2; exit 3; fi
 printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"exec-token-%s","expirationTimestamp":"%s"}}' "$APIV" "$n" "$EXP"
 "#,
     )
@@ -554,6 +554,33 @@ fn exec_plugin_runs_once_for_concurrent_requests_which_wait_for_its_answer() {
         t.join().unwrap().unwrap();
     }
     assert_eq!(runs(&dir), 1, "one run served every waiting request");
+}
+
+#[test]
+fn a_failed_exec_run_answers_every_request_that_waited_for_it() {
+    let dir = temp_dir("exec-concurrent-fail");
+    let server = Server::start(None, ok_handler());
+    let mut config = Config::new(server.url("http"));
+    let mut exec = exec_config(&dir, V1, "2999-01-01T00:00:00Z");
+    exec.env.push(("SLEEP".into(), "0.5".into()));
+    exec.env.push(("FAIL".into(), "no credentials".into()));
+    config.auth = AuthConfig::Exec(exec);
+    let api = Api::<APIService>::all(Client::new(config).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let api = api.clone();
+            std::thread::spawn(move || api.get(&format!("n{i}")).map(drop))
+        })
+        .collect();
+    for t in threads {
+        let e = t.join().unwrap().unwrap_err();
+        assert!(e.to_string().contains("no credentials"), "{e}");
+    }
+    assert_eq!(
+        runs(&dir),
+        1,
+        "the waiters took the failed run's answer, not a run each"
+    );
 }
 
 #[test]

@@ -48,7 +48,7 @@ impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RunError::Spawn(e) => write!(f, "cannot run: {e}"),
-            RunError::TimedOut(d) => write!(f, "did not answer within {d:?}; killed"),
+            RunError::TimedOut(d) => write!(f, "did not answer within {d:.1?}; killed"),
             RunError::Cancelled => write!(f, "cancelled (shutting down); killed"),
             RunError::TooLarge(n) => write!(f, "wrote more than {n} bytes; killed"),
             RunError::Io(e) => write!(f, "{e}"),

@@ -54,6 +54,11 @@ pub(crate) struct ExecPlugin {
 struct Cache {
     credential: Option<Credential>,
     running: bool,
+    /// Runs finished so far.
+    runs: u64,
+    /// The last run that failed (its number and error): threads that waited for it get
+    /// that error instead of running the plugin again one after another.
+    failure: Option<(u64, Error)>,
 }
 
 impl Credential {
@@ -165,9 +170,15 @@ impl ExecPlugin {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Credential, Error> {
         let mut state = self.state.lock();
+        let runs_before = state.runs;
         loop {
             if let Some(c) = state.credential.as_ref().filter(|c| c.is_valid()) {
                 return Ok(c.clone());
+            }
+            if let Some((run, e)) = &state.failure {
+                if *run > runs_before {
+                    return Err(e.clone());
+                }
             }
             if !state.running {
                 break;
@@ -187,8 +198,12 @@ impl ExecPlugin {
         let result = self.run(until, cancelled);
         let mut state = self.state.lock();
         state.running = false;
-        if let Ok(c) = &result {
-            state.credential = Some(c.clone());
+        state.runs += 1;
+        match &result {
+            Ok(c) => state.credential = Some(c.clone()),
+            // A cancelled run says nothing about the plugin: a waiter runs it itself.
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => state.failure = Some((state.runs, e.clone())),
         }
         drop(state);
         self.ran.notify_all();
