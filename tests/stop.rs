@@ -313,6 +313,20 @@ fn once_leader_elect_times_out_while_another_holds_the_lease() {
 }
 
 #[test]
+fn plan_timeout_bounds_a_server_that_never_answers() {
+    let server = TestServer::start();
+    server.faults().pause();
+    let s = Scratch::new("plan-stall");
+    many(&s, 1);
+    let t0 = Instant::now();
+    let mut p = Proc::command("plan", &server, &s, &["--timeout", "1s"]);
+    let (code, _) = exit_within(&mut p, t0, Duration::from_secs(4));
+    server.faults().resume();
+    assert_eq!(code, 1, "{}", p.log());
+    assert!(p.log().contains("cannot list APIServices"), "{}", p.log());
+}
+
+#[test]
 fn empty_lease_names_are_usage_errors() {
     for flag in ["--lease-namespace=", "--lease-name="] {
         let p = Proc::spawn(&["run", "--manifests", "m", "--leader-elect", flag]);
