@@ -8,6 +8,7 @@ use autoregister::api::{
 };
 use autoregister::client::{DEFAULT_BURST, DEFAULT_QPS};
 use autoregister::controller::Ownership;
+use autoregister::runtime::leader::LeaderConfig;
 
 use super::duration;
 
@@ -18,10 +19,12 @@ usage:
                     [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--qps F] [--burst N] [--resync DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
+                    [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
+                    [--leader-elect-retry-period DUR]
                     [--label-key KEY] [--adopt] [--allow-empty]
                     [--events[=BOOL]]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
-                    [--label-key KEY] [--adopt] [--allow-empty]
+                    [--label-key KEY] [--adopt] [--allow-empty] [--timeout DUR]
   autoregister version
 
 PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
@@ -43,15 +46,19 @@ flags (run and plan):
                            (default: off)
   --allow-empty            let an empty PATH deregister every APIService we manage
                            (default: off)
+  --timeout DUR            run --once: give up converging after it (default 60s);
+                           plan: give up after it (default 30s)
 flags (run only):
   --once                   converge once and exit 0, or exit 1 after --timeout
-  --timeout DUR            for --once (default 60s)
   --workers N              worker threads, 1..=256 (default 2)
   --resync DUR             re-deliver every cached object this often, >= 1s; 0 = never (default)
   --health-addr ADDR       serve /healthz, /readyz, /metrics on HOST:PORT or :PORT (default: off)
   --leader-elect           run only while holding the Lease (default: off)
   --lease-namespace NS     default kube-system
   --lease-name NAME        default autoregister
+  --leader-elect-lease-duration DUR   default 15s; > renew deadline
+  --leader-elect-renew-deadline DUR   default 10s; > 1.2 x retry period
+  --leader-elect-retry-period DUR     default 2s
   --events[=BOOL]          record Kubernetes Events on the APIServices (default true)";
 
 /// A parsed command line.
@@ -149,6 +156,9 @@ pub struct RunArgs {
     pub lease_name: String,
     /// `--events` (default true): record Kubernetes Events for writes and refusals.
     pub events: bool,
+    /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
+    /// `--leader-elect-retry-period` (kube-controller-manager's flags and defaults).
+    pub leader: LeaderConfig,
     /// Ownership flags.
     pub ownership: OwnershipArgs,
     /// Connection flags.
@@ -160,6 +170,8 @@ pub struct RunArgs {
 pub struct PlanArgs {
     /// `--manifests`.
     pub manifests: PathBuf,
+    /// `--timeout`: the whole plan (every request it makes) gives up after this.
+    pub timeout: Duration,
     /// Ownership flags.
     pub ownership: OwnershipArgs,
     /// Connection flags.
@@ -181,7 +193,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     }
     let mut manifests = None;
     let mut once = false;
-    let mut timeout = Duration::from_secs(60);
+    // `run --once` converges within 60 s; `plan` only lists, 30 s is plenty.
+    let mut timeout = Duration::from_secs(if sub == "plan" { 30 } else { 60 });
+    let mut leader = LeaderConfig::default();
     let mut workers = 2usize;
     let mut resync = None;
     let mut health_addr = None;
@@ -247,8 +261,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 run_only("once")?;
                 once = true;
             }
-            Long("timeout") => {
-                run_only("timeout")?;
+            Long("timeout") if sub != "version" => {
                 timeout =
                     duration::parse(&value(&mut parser)?).map_err(|e| format!("--timeout: {e}"))?;
             }
@@ -301,6 +314,21 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                         .ok_or_else(|| format!("--events takes true or false, got {v:?}"))?,
                 };
             }
+            Long(
+                flag @ ("leader-elect-lease-duration"
+                | "leader-elect-renew-deadline"
+                | "leader-elect-retry-period"),
+            ) => {
+                let flag = flag.to_string();
+                run_only(&flag)?;
+                let d =
+                    duration::parse(&value(&mut parser)?).map_err(|e| format!("--{flag}: {e}"))?;
+                match flag.as_str() {
+                    "leader-elect-lease-duration" => leader.lease_duration = d,
+                    "leader-elect-renew-deadline" => leader.renew_deadline = d,
+                    _ => leader.retry_period = d,
+                }
+            }
             other => return Err(other.unexpected().to_string()),
         }
     }
@@ -308,6 +336,16 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
         return Ok(Command::Version);
     }
     let manifests = manifests.ok_or_else(|| format!("`{sub}` needs --manifests PATH"))?;
+    // An empty name cannot be a Lease's: refused here, not as 404s logged forever.
+    for (flag, v) in [
+        ("lease-namespace", &lease_namespace),
+        ("lease-name", &lease_name),
+    ] {
+        if v.trim().is_empty() {
+            return Err(format!("--{flag} must not be empty"));
+        }
+    }
+    leader.validate()?;
     Ok(if sub == "run" {
         Command::Run(RunArgs {
             manifests,
@@ -320,12 +358,14 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             lease_namespace,
             lease_name,
             events,
+            leader,
             ownership,
             kube,
         })
     } else {
         Command::Plan(PlanArgs {
             manifests,
+            timeout,
             ownership,
             kube,
         })
@@ -477,6 +517,38 @@ mod tests {
         }
         assert!(p("run --manifests m --events=maybe").is_err());
         assert!(p("plan --manifests m --events").is_err());
+        assert!(p("run --manifests m --lease-namespace=")
+            .unwrap_err()
+            .contains("--lease-namespace must not be empty"));
+        assert!(p("run --manifests m --lease-name=")
+            .unwrap_err()
+            .contains("--lease-name must not be empty"));
+        assert!(
+            p("run --manifests m --leader-elect-renew-deadline 20s")
+                .unwrap_err()
+                .contains("renew deadline"),
+            "renew deadline past the lease duration"
+        );
+    }
+
+    #[test]
+    fn plan_timeout_and_leader_timings() {
+        let Ok(Command::Plan(pl)) = p("plan --manifests m") else {
+            panic!("not plan")
+        };
+        assert_eq!(pl.timeout, Duration::from_secs(30));
+        let Ok(Command::Plan(pl)) = p("plan --manifests m --timeout 2s") else {
+            panic!("not plan")
+        };
+        assert_eq!(pl.timeout, Duration::from_secs(2));
+        let Ok(Command::Run(r)) = p("run --manifests m --leader-elect-lease-duration 2s \
+             --leader-elect-renew-deadline 1200ms --leader-elect-retry-period 200ms")
+        else {
+            panic!("not run")
+        };
+        assert_eq!(r.leader.lease_duration, Duration::from_secs(2));
+        assert_eq!(r.leader.renew_deadline, Duration::from_millis(1200));
+        assert_eq!(r.leader.retry_period, Duration::from_millis(200));
     }
 
     #[test]

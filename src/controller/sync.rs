@@ -28,6 +28,8 @@ pub(crate) struct SyncContext<'a> {
     pub api: &'a Api<APIService>,
     /// Notices other writers undoing ours.
     pub fights: &'a FightDetector,
+    /// Asked right before each write (stopping, leadership); `Err(why)` withholds it.
+    pub may_write: &'a dyn Fn() -> Result<(), String>,
     /// Metrics, Events and "left alone" notices.
     pub report: &'a Reporters,
 }
@@ -61,11 +63,24 @@ pub(crate) fn plan(
 ///
 /// A write answered NotFound, Conflict or AlreadyExists is retried with backoff and
 /// does not count as synced: nothing was written, and `--once` must not report success.
+/// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
+/// and the sync ends as [`Error::Cancelled`].
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
     let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
     let why = format!("{}; {}", cell.meaning(), decision.reason);
     let uid = cx.store.get(name).and_then(|o| o.metadata.uid.clone());
+    if !matches!(
+        decision.action,
+        Action::None | Action::Blocked(_) | Action::Error(_)
+    ) {
+        if let Err(why) = (cx.may_write)() {
+            debug!("{name} {cell}: write withheld: {why}");
+            cx.state
+                .record_outcome(name, Outcome::Failed(format!("not written: {why}")));
+            return Err(Error::Cancelled);
+        }
+    }
     let (verb, reason, result) = match decision.action {
         Action::None => {
             left_alone(cx.report, name, &decision, &why);
@@ -137,17 +152,19 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
                 notice_contested(cx, name, verb);
             }
         }
+        // Shutdown cut the request short: not a failure worth a warning.
+        Err(e) if e.is_cancelled() => debug!("{name} {cell} {verb}: cancelled"),
         Err(e) if is_benign(e) => {
             info!("{name} {cell} {verb}: {e}; retrying once the cache catches up")
         }
         Err(e) => warn!("{name} {cell} {verb} ({why}): failed: {e}"),
     }
-    let counted = if result.is_ok() {
-        SyncResult::Ok
-    } else {
-        SyncResult::Error
-    };
-    cx.report.metrics.observe_sync(cell, counted);
+    match &result {
+        Ok(_) => cx.report.metrics.observe_sync(cell, SyncResult::Ok),
+        // A cancelled request says nothing about the cell: shutdown cut it.
+        Err(e) if e.is_cancelled() => {}
+        Err(_) => cx.report.metrics.observe_sync(cell, SyncResult::Error),
+    }
     let outcome = match &result {
         Ok(_) => Outcome::Synced,
         Err(e) => Outcome::Failed(format!("{verb}: {e}")),

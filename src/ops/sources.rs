@@ -11,6 +11,8 @@ use crate::controller::Controller;
 pub struct OpsSources {
     pub(crate) metrics: Vec<Arc<dyn MetricsSource>>,
     pub(crate) checks: Vec<(String, ReadyCheck)>,
+    /// Liveness checks for `/healthz`.
+    pub(crate) health: Vec<(String, ReadyCheck)>,
 }
 
 impl OpsSources {
@@ -19,12 +21,15 @@ impl OpsSources {
         OpsSources::default()
     }
 
-    /// The controller's own, workqueue, REST client and process metrics, and readiness once
-    /// its cache synced.
+    /// The controller's own, workqueue, REST client and process metrics, readiness once its
+    /// cache synced, and liveness from its heartbeats (reflector, workers, and whatever else
+    /// registered there, e.g. the manifest watcher).
     pub fn for_controller(controller: &Controller) -> Self {
         let c = controller.clone();
         let own = controller.clone();
+        let liveness = controller.liveness().clone();
         OpsSources::new()
+            .health_check("threads", move || liveness.check())
             .metrics(Arc::new(move || own.render_metrics()))
             .metrics(controller.queue_metrics())
             .metrics(controller.client().metrics().clone())
@@ -46,6 +51,17 @@ impl OpsSources {
         self
     }
 
+    /// Adds a named liveness check to `/healthz`: `503` naming it and its reason while it
+    /// fails (a thread the process needs has died or is stuck), so the kubelet restarts us.
+    pub fn health_check(
+        mut self,
+        name: &str,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.health.push((name.to_string(), Arc::new(check)));
+        self
+    }
+
     /// Adds a named readiness check to `/readyz` (e.g. "leader"); all checks must pass.
     pub fn readiness_check(
         mut self,
@@ -63,6 +79,7 @@ impl std::fmt::Debug for OpsSources {
         f.debug_struct("OpsSources")
             .field("metrics", &self.metrics.len())
             .field("checks", &checks)
+            .field("health", &self.health.len())
             .finish()
     }
 }

@@ -189,6 +189,9 @@ fn usage_errors_exit_2_and_help_gives_every_flag_with_its_default_or_range() {
         "--label-key",
         "--adopt",
         "--allow-empty",
+        "--leader-elect-lease-duration",
+        "--leader-elect-renew-deadline",
+        "--leader-elect-retry-period",
     ] {
         let line = help
             .lines()

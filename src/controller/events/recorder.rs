@@ -160,14 +160,23 @@ impl EventRecorder {
         true
     }
 
-    /// Stops the writer (queued Events are dropped: no write after shutdown) and waits for
-    /// it; an Event being written ends within [`EVENT_WRITE_TIMEOUT`]. Idempotent.
-    pub fn shutdown(&self) {
+    /// Tells the writer to stop without waiting: queued Events are dropped, nothing more is
+    /// sent (one being written finishes or times out). Idempotent.
+    pub fn stop(&self) {
         let Some(shared) = &self.shared else {
             return;
         };
         *shared.started.lock() = true;
         drop(shared.stop.lock().take());
+    }
+
+    /// [`stop`](Self::stop)s and waits for the writer; an Event being written ends within
+    /// [`EVENT_WRITE_TIMEOUT`]. Idempotent.
+    pub fn shutdown(&self) {
+        self.stop();
+        let Some(shared) = &self.shared else {
+            return;
+        };
         if let Some(h) = shared.thread.lock().take() {
             let _ = h.join();
         }
@@ -210,6 +219,8 @@ impl Shared {
             self.pending.fetch_sub(1, Ordering::SeqCst);
             match written {
                 Ok(_) => debug!("event {what} recorded"),
+                // Stopping or no longer leading: not a failure worth a warning.
+                Err(e) if e.is_cancelled() => debug!("event {what} not written: {e}"),
                 // One warning says what is wrong (RBAC, usually); the rest would be noise.
                 Err(e) if !warned => {
                     warned = true;

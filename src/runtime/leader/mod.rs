@@ -29,7 +29,7 @@ mod identity;
 mod metrics;
 
 pub use callbacks::LeaderCallbacks;
-pub use config::{LeaderConfig, ACQUIRE_JITTER};
+pub use config::{LeaderConfig, ACQUIRE_JITTER, RELEASE_TIMEOUT};
 pub use elector::LeaderElector;
 pub use handle::LeaderHandle;
 pub use identity::default_identity;
