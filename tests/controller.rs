@@ -102,6 +102,7 @@ impl Harness {
             ControllerOptions {
                 workers,
                 resync: None,
+                ..Default::default()
             },
         );
         Harness {
@@ -556,6 +557,7 @@ fn shutdown_joins_every_thread_and_is_prompt_while_the_watch_is_idle() {
         ControllerOptions {
             workers: 3,
             resync: Some(Duration::from_secs(3600)),
+            ..Default::default()
         },
     );
     ctl.add_api_service_to_sync(svc("a.example.com", 10));

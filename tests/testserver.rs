@@ -94,6 +94,7 @@ fn watch(
             timeout_seconds: timeout,
             allow_bookmarks: bookmarks,
             label_selector: None,
+            ..Default::default()
         },
         &Canceller::new(),
     )
@@ -756,6 +757,7 @@ fn watch_label_selector_turns_edits_into_added_and_deleted() {
                 timeout_seconds: 10,
                 allow_bookmarks: false,
                 label_selector: Some("pick=me".into()),
+                ..Default::default()
             },
             &Canceller::new(),
         )

@@ -12,12 +12,14 @@ pub const USAGE: &str = "\
 usage:
   autoregister run  --manifests PATH [--once] [--timeout DUR] [--workers N]
                     [--kubeconfig FILE] [--context NAME] [--server URL]
-                    [--qps F] [--burst N] [--resync DUR] [--health-addr ADDR]
+                    [--qps F] [--burst N] [--resync DUR] [--relist DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
   autoregister version
 
 PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
+--resync re-delivers cached objects; --relist (default 10m, 0 = never) lists them again
+from the server, catching changes a watch missed (e.g. a restored API server).
 Durations: 500ms, 30s, 2m, 1h.
 Exit codes: 0 ok, 1 did not converge / runtime failure, 2 bad usage, manifest or kubeconfig.";
 
@@ -62,6 +64,8 @@ pub struct RunArgs {
     pub workers: usize,
     /// `--resync`.
     pub resync: Option<Duration>,
+    /// `--relist` (default 10 min; `0` never).
+    pub relist: Option<Duration>,
     /// `--health-addr`: where to serve /healthz, /readyz and /metrics.
     pub health_addr: Option<String>,
     /// `--leader-elect`: run only while holding the Lease.
@@ -101,6 +105,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut timeout = Duration::from_secs(60);
     let mut workers = 2usize;
     let mut resync = None;
+    let mut relist = Some(autoregister::runtime::reflector::DEFAULT_RELIST);
     let mut health_addr = None;
     let mut leader_elect = false;
     let mut lease_namespace = "kube-system".to_string();
@@ -165,6 +170,12 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                     duration::parse(&value(&mut parser)?).map_err(|e| format!("--resync: {e}"))?;
                 resync = (!d.is_zero()).then_some(d);
             }
+            Long("relist") => {
+                run_only("relist")?;
+                let d =
+                    duration::parse(&value(&mut parser)?).map_err(|e| format!("--relist: {e}"))?;
+                relist = (!d.is_zero()).then_some(d);
+            }
             Long("health-addr") => {
                 run_only("health-addr")?;
                 health_addr = Some(value(&mut parser)?);
@@ -195,6 +206,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             timeout,
             workers,
             resync,
+            relist,
             health_addr,
             leader_elect,
             lease_namespace,
@@ -236,7 +248,7 @@ mod tests {
     fn run_with_every_flag() {
         let Ok(Command::Run(r)) = p(
             "run --manifests m --once --timeout 2s --workers 4 --server http://x \
-             --context c --kubeconfig k --qps 0 --burst 7 --resync 1m --health-addr 127.0.0.1:0 \
+             --context c --kubeconfig k --qps 0 --burst 7 --resync 1m --relist 90s --health-addr 127.0.0.1:0 \
              --leader-elect --lease-namespace ns --lease-name n",
         ) else {
             panic!("not a run command");
@@ -246,6 +258,7 @@ mod tests {
         assert_eq!(r.timeout, Duration::from_secs(2));
         assert_eq!(r.workers, 4);
         assert_eq!(r.resync, Some(Duration::from_secs(60)));
+        assert_eq!(r.relist, Some(Duration::from_secs(90)));
         assert_eq!(r.kube.server.as_deref(), Some("http://x"));
         assert_eq!(r.kube.limits(), (0.0, 7));
         assert_eq!(r.health_addr.as_deref(), Some("127.0.0.1:0"));

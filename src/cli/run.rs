@@ -39,6 +39,7 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         ControllerOptions {
             workers: args.workers,
             resync: args.resync,
+            relist: args.relist,
         },
     );
     // Serving before leader election and start: a standby replica must answer its probes,

@@ -13,7 +13,9 @@ use super::state::State;
 use super::sync;
 use crate::api::{APIService, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_ON_START};
 use crate::client::{Api, Client};
-use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
+use crate::runtime::reflector::{
+    EventHandler, Reflector, ReflectorHandle, ReflectorOptions, DEFAULT_RELIST,
+};
 use crate::runtime::store::Store;
 use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
 
@@ -27,6 +29,9 @@ pub struct ControllerOptions {
     pub workers: usize,
     /// Re-deliver every cached object this often (None: never).
     pub resync: Option<Duration>,
+    /// List everything from the server again this often (None: never; default
+    /// [`DEFAULT_RELIST`], 10 min): catches changes no watch or error showed.
+    pub relist: Option<Duration>,
 }
 
 impl Default for ControllerOptions {
@@ -34,6 +39,7 @@ impl Default for ControllerOptions {
         ControllerOptions {
             workers: 2,
             resync: None,
+            relist: Some(DEFAULT_RELIST),
         }
     }
 }
@@ -142,6 +148,7 @@ impl Controller {
         threads.started = true;
         let opts = ReflectorOptions {
             resync: self.inner.options.resync,
+            relist: self.inner.options.relist,
             ..Default::default()
         };
         threads.reflector = Some(Reflector::spawn(

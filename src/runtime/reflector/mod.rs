@@ -2,8 +2,9 @@
 //!
 //! List (paginated, consistent) → replace the cache and deliver the differences →
 //! watch from the list's resourceVersion, re-watching from the last one seen when a
-//! watch ends → relist only when the server says our version is gone (410) or its
-//! history moved backwards. Failures wait an exponential, jittered backoff.
+//! watch ends cleanly → relist when the server says our version is gone (410, at once),
+//! when its history moved backwards, after a broken connection, and periodically.
+//! Failures wait an exponential, jittered backoff.
 
 mod handler;
 mod list;
@@ -46,7 +47,22 @@ pub struct ReflectorOptions {
     /// Longest `timeoutSeconds` (10 min); each watch picks at random in between so
     /// many clients do not reconnect together.
     pub max_watch_timeout: Duration,
+    /// A full relist this often, whatever the watch says (10 min; `None` never). Catches
+    /// what no error shows, e.g. a server restored under an unbroken connection. Unlike
+    /// `resync` (which re-delivers the cache) this asks the server.
+    pub relist: Option<Duration>,
+    /// A watch that sends no byte for this long is dead (2 min; `None`: only its
+    /// `timeoutSeconds` ends it). kube-apiserver sends a bookmark to every watch about once a
+    /// minute, so silence for twice that means a half-open connection, not a quiet cluster.
+    pub watch_idle_timeout: Option<Duration>,
 }
+
+/// Default of [`ReflectorOptions::relist`]: APIService collections are small, so a list
+/// every 10 minutes costs little and bounds how long any missed change can stay unseen.
+pub const DEFAULT_RELIST: Duration = Duration::from_secs(600);
+
+/// Default of [`ReflectorOptions::watch_idle_timeout`]: two bookmark periods of kube-apiserver.
+pub const DEFAULT_WATCH_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Default for ReflectorOptions {
     fn default() -> Self {
@@ -57,6 +73,8 @@ impl Default for ReflectorOptions {
             backoff: BackoffConfig::default(),
             min_watch_timeout: Duration::from_secs(300),
             max_watch_timeout: Duration::from_secs(600),
+            relist: Some(DEFAULT_RELIST),
+            watch_idle_timeout: Some(DEFAULT_WATCH_IDLE_TIMEOUT),
         }
     }
 }
