@@ -279,10 +279,10 @@ impl Inner {
         while let Some(name) = self.queue.get() {
             match sync::sync(&self.state, &self.store, &self.api, &name) {
                 Ok(()) => self.queue.forget(&name),
-                Err(e) => match e.retry_after() {
-                    Some(wait) => self.queue.add_after(name.clone(), wait),
-                    None => self.queue.add_rate_limited(name.clone()),
-                },
+                // The server's Retry-After floors the per-key backoff, never replaces it.
+                Err(e) => self
+                    .queue
+                    .add_rate_limited_at_least(name.clone(), e.retry_after().unwrap_or_default()),
             }
             self.queue.done(&name);
         }
