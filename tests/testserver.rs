@@ -1192,6 +1192,36 @@ fn fault_restart_drops_watches_and_keeps_data() {
 }
 
 #[test]
+fn restart_empty_loses_the_data_and_accepts_old_watch_versions_with_nothing_to_replay() {
+    let s = TestServer::start();
+    let a = api(&s);
+    a.create(&svc("a.io")).unwrap();
+    a.create(&svc("b.io")).unwrap();
+    // Over HTTP too, as a process-form test would ask.
+    let (code, _) = raw_json(
+        &s,
+        "POST",
+        "/_testserver/restart?empty=true",
+        "",
+        &Value::Null,
+    );
+    assert_eq!(code, 200);
+    wait_until("the data is gone", || a.get("v1.a.io").is_err());
+    assert!(a.get("v1.a.io").unwrap_err().is_not_found());
+    assert_eq!(s.resource_version(), 2, "the version keeps counting");
+    // A watch from before the loss is accepted and shows nothing of it: only a relist does.
+    let mut w = watch(&a, "1", 1, false);
+    assert!(w.next().is_none(), "no event, no error");
+    let l = a.list(&ListParams::default()).unwrap();
+    assert!(l.items.is_empty());
+    // With a rewind, the old versions are from the future again.
+    a.create(&svc("c.io")).unwrap();
+    s.restart_empty(RvChange::Rewind(1));
+    assert!(a.get("v1.c.io").unwrap_err().is_not_found());
+    assert_eq!(s.resource_version(), 1);
+}
+
+#[test]
 fn shutdown_ends_open_watches_and_joins() {
     let s = TestServer::start();
     let a = api(&s);

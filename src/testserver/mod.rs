@@ -25,7 +25,7 @@
 //! `GET|DELETE requests`, `GET counts`, `GET rv`, `POST|DELETE faults` (JSON body with any of
 //! `latencyMs`, `failNext {count, code, verb}`, `failFraction {fraction, code}`, `retryAfter`,
 //! `closeWatchesAfterMs`, `expireNextWatch`, `cutNextResponse`, `pause`), `POST pause`,
-//! `POST resume`, `POST restart[?jumpRV=N|rewindRV=N]`, `POST seed/<plural>[?namespace=NS]`.
+//! `POST resume`, `POST restart[?jumpRV=N|rewindRV=N][&empty=true]`, `POST seed/<plural>[?namespace=NS]`.
 
 mod admin;
 mod discovery;
@@ -336,6 +336,13 @@ impl TestServer {
     /// does; `rv` can move the resourceVersion forward or back.
     pub fn restart(&self, rv: RvChange) {
         self.shared.restart(rv);
+    }
+
+    /// Like [`restart`](Self::restart), but the server comes back with no objects (an etcd
+    /// lost or restored from a backup older than everything); the resourceVersion keeps
+    /// counting unless `rv` moves it, and old watch versions are accepted with nothing to replay.
+    pub fn restart_empty(&self, rv: RvChange) {
+        self.shared.restart_empty(rv);
     }
 
     /// Stops accepting, drops every connection, ends watches and joins every thread. Idempotent.
