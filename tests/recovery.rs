@@ -33,7 +33,7 @@ fn per_key_budget(window: Duration) -> usize {
 #[test]
 fn a_429_storm_with_retry_after_0_stays_within_the_rate_limiters_budget() {
     const KEYS: usize = 20;
-    let window = Duration::from_millis(1500);
+    let window = Duration::from_secs(1);
     let server = TestServer::start();
     server.faults().set_retry_after(0);
     server
@@ -149,4 +149,50 @@ fn a_server_restarted_empty_with_a_rewound_history_is_re_converged() {
 #[test]
 fn a_server_restarted_empty_with_a_jumped_history_is_re_converged() {
     reconverges_after_a_restart("jump", |s| s.restart_empty(RvChange::Jump(10_000)));
+}
+
+#[test]
+fn once_with_no_time_to_sync_says_so_instead_of_blaming_the_server() {
+    let server = TestServer::start();
+    let s = Scratch::new("no-time");
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
+    let (code, log) =
+        Proc::run(&server, &s, &["--once", "--timeout", "0s"]).wait_exit(binary::WAIT);
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("v1.a.example.com"), "{log}");
+    assert!(log.contains("had not synced yet"), "{log}");
+    assert!(
+        !log.contains("reachable"),
+        "the server did nothing wrong:\n{log}"
+    );
+}
+
+#[test]
+fn once_against_a_dead_server_names_the_list_failure() {
+    let s = Scratch::new("dead-list");
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let m = s.manifests();
+    let (code, log) = Proc::spawn(&[
+        "run",
+        "--manifests",
+        m.to_str().unwrap(),
+        "--server",
+        &url,
+        "--once",
+        "--timeout",
+        "500ms",
+    ])
+    .wait_exit(binary::WAIT);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("never synced: list failing: connect failed"),
+        "{log}"
+    );
 }

@@ -253,14 +253,28 @@ impl Controller {
             return Ok(());
         }
         if !inner.state.has_start() {
-            let reason = "the APIService cache never synced (is the API server reachable?)";
+            let failing = inner
+                .threads
+                .lock()
+                .reflector
+                .as_ref()
+                .and_then(ReflectorHandle::last_error);
+            // Blame the server only for what it did: a short --timeout may just have ended
+            // before the first list could answer.
+            let reason = match failing {
+                Some(e) => format!("the APIService cache never synced: {e}"),
+                None => format!(
+                    "the APIService cache had not synced yet: the first list had not answered \
+                     within the {timeout:?} wait"
+                ),
+            };
             let mut names = inner.state.desired_names();
             names.sort();
             return Err(names
                 .into_iter()
                 .map(|name| Pending {
                     name,
-                    reason: reason.into(),
+                    reason: reason.clone(),
                     blocked: false,
                 })
                 .collect());

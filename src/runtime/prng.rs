@@ -83,6 +83,16 @@ mod tests {
     }
 
     #[test]
+    fn entropy_seeds_differ_between_generators_made_together() {
+        // RandomState's keys come from the OS once per process and then step per instance,
+        // so even generators made in the same clock tick start apart.
+        let firsts: std::collections::HashSet<u64> = (0..100)
+            .map(|_| XorShift64::from_entropy().next_u64())
+            .collect();
+        assert_eq!(firsts.len(), 100);
+    }
+
+    #[test]
     fn zero_seed_does_not_get_stuck() {
         let mut r = XorShift64::new(0);
         assert_ne!(r.next_u64(), 0);

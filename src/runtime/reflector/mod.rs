@@ -153,6 +153,12 @@ impl ReflectorHandle {
         }
     }
 
+    /// What is failing now (`list failing: …`), while the reflector backs off; `None`
+    /// once it works again (or before anything failed).
+    pub fn last_error(&self) -> Option<String> {
+        self.shutdown.state.lock().failure.clone()
+    }
+
     /// Whether every reflector thread has ended.
     pub fn is_finished(&self) -> bool {
         self.threads.iter().all(JoinHandle::is_finished)
@@ -183,6 +189,8 @@ struct StopState {
     stopped: bool,
     /// The open list's or watch's canceller, so stop can end a blocked read.
     request: Option<Canceller>,
+    /// The failure being backed off from, for [`ReflectorHandle::last_error`].
+    failure: Option<String>,
 }
 
 impl Shutdown {
@@ -215,6 +223,10 @@ impl Shutdown {
 
     fn unregister_request(&self) {
         self.state.lock().request = None;
+    }
+
+    fn set_failure(&self, failure: Option<String>) {
+        self.state.lock().failure = failure;
     }
 
     /// Sleeps `d` unless stopped first; answers true when stopped.

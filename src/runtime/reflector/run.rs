@@ -289,6 +289,8 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
 
     /// Logs a failure once per state change, then waits; false when stopped meanwhile.
     fn fail(&mut self, what: &'static str, e: &Error) -> bool {
+        self.shutdown
+            .set_failure(Some(format!("{what} failing: {e}")));
         if self.failing != Some(what) {
             log::warn!("{}: {what} failing: {e}; retrying with backoff", K::PLURAL);
             self.failing = Some(what);
@@ -311,6 +313,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
     fn healthy(&mut self) {
         self.backoff.success(Instant::now());
         if let Some(what) = self.failing.take() {
+            self.shutdown.set_failure(None);
             log::info!("{}: {what} recovered", K::PLURAL);
         }
     }
