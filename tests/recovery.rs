@@ -196,3 +196,30 @@ fn once_against_a_dead_server_names_the_list_failure() {
         "{log}"
     );
 }
+
+#[test]
+fn the_periodic_relist_repairs_a_loss_no_watch_showed() {
+    const N: usize = 10;
+    let server = TestServer::start();
+    let s = Scratch::new("relist");
+    for i in 0..N {
+        s.write(
+            &format!("g{i}.yaml"),
+            &manifest(&format!("g{i}.example.com"), &[], 10),
+        );
+    }
+    let count = || server.list_objects("apiservices", None).len();
+    let p = Proc::run(&server, &s, &["--relist", "1s"]);
+    assert!(wait_until(|| count() == N), "{}", p.log());
+    let lists = server.count("list");
+    // No event, no dropped connection: the open watch has nothing to say.
+    server.wipe_silently();
+    assert_eq!(count(), 0);
+    assert!(
+        wait_until(|| count() == N),
+        "{} of {N}:\n{}",
+        count(),
+        p.log()
+    );
+    assert!(server.count("list") > lists, "repaired by a list");
+}

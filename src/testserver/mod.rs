@@ -345,6 +345,12 @@ impl TestServer {
         self.shared.restart_empty(rv);
     }
 
+    /// Loses every object without dropping a connection or sending an event, as an etcd
+    /// restored under a running API server: only a client's periodic relist notices.
+    pub fn wipe_silently(&self) {
+        self.shared.store.wipe();
+    }
+
     /// Stops accepting, drops every connection, ends watches and joins every thread. Idempotent.
     pub fn shutdown(&self) {
         let Some(accept) = self.accept.lock().take() else {
