@@ -36,9 +36,6 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     let client = connect::client(&args.kube)?;
     let stop = signals::stop_channel()
         .map_err(|e| Failure::failed(format!("cannot install signal handlers: {e}")))?;
-    if let Some(w) = o.upstream_key_warning() {
-        warn!("{w}");
-    }
     let controller = Controller::new(
         client,
         ControllerOptions {

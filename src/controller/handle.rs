@@ -131,8 +131,10 @@ impl Controller {
         let ownership = options.ownership();
         if ownership.is_upstream_key() {
             warn!(
-                "label key {} belongs to kube-apiserver on a real cluster: only the cluster's \
-                 aggregator itself may use it (its built-in APIServices would be ours to delete)",
+                "--label-key {} is kube-apiserver's own label: on a real cluster its built-in \
+                 APIServices (v1., v1.apps, ...) then count as ours and may be deleted, and \
+                 kube-apiserver deletes what we create. Use it only if this program is the \
+                 cluster's aggregator",
                 options.label_key
             );
         }
