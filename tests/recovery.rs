@@ -223,3 +223,42 @@ fn the_periodic_relist_repairs_a_loss_no_watch_showed() {
     );
     assert!(server.count("list") > lists, "repaired by a list");
 }
+
+#[test]
+fn retries_held_back_during_an_outage_go_at_once_when_the_server_is_back() {
+    const N: usize = 150;
+    let server = TestServer::start();
+    // Every create fails: each failure takes a token of the workqueue's bucket (10/s after
+    // a burst of 100), so the retries of 150 names are booked well into the future.
+    server
+        .faults()
+        .fail_next_verb(Some("create"), usize::MAX / 2, 500);
+    let s = Scratch::new("outage");
+    for i in 0..N {
+        s.write(
+            &format!("g{i}.yaml"),
+            &manifest(&format!("g{i}.example.com"), &[], 10),
+        );
+    }
+    let count = || server.list_objects("apiservices", None).len();
+    let p = Proc::run(&server, &s, &["--qps", "0", "--relist", "1h"]);
+    assert!(
+        wait_until(|| server.count("create") >= N + 100),
+        "{}",
+        p.log()
+    );
+    // The server comes back (connections drop, writes work again).
+    server.faults().clear();
+    server.restart(RvChange::Keep);
+    let back = Instant::now();
+    assert!(
+        wait_until(|| count() == N),
+        "{} of {N}:\n{}",
+        count(),
+        p.log()
+    );
+    // Bounded by the reflector's backoff before its relist, not by the booked retries
+    // (the last of them ~(2·150 − 100)/10 = 20 s away).
+    let took = back.elapsed();
+    assert!(took < Duration::from_secs(8), "all back after {took:?}");
+}

@@ -1,7 +1,7 @@
 //! The embeddable controller: registration methods, start, wait, shutdown.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -110,18 +110,43 @@ struct Threads {
     others: Vec<JoinHandle<()>>,
 }
 
-/// Enqueues the name of every object the reflector reports.
-struct Enqueue(Arc<RateLimitingQueue<String>>);
+/// Enqueues the name of every object the reflector reports, and every name after a relist.
+struct Enqueue {
+    queue: Arc<RateLimitingQueue<String>>,
+    /// Weak: the controller owns the reflector that owns this handler.
+    inner: Weak<Inner>,
+}
 
 impl EventHandler<APIService> for Enqueue {
     fn on_add(&self, obj: &Arc<APIService>) {
-        self.0.add(obj.metadata.name.clone().unwrap_or_default());
+        self.queue
+            .add(obj.metadata.name.clone().unwrap_or_default());
     }
     fn on_update(&self, _old: &Arc<APIService>, new: &Arc<APIService>) {
-        self.0.add(new.metadata.name.clone().unwrap_or_default());
+        self.queue
+            .add(new.metadata.name.clone().unwrap_or_default());
     }
     fn on_delete(&self, obj: &Arc<APIService>) {
-        self.0.add(obj.metadata.name.clone().unwrap_or_default());
+        self.queue
+            .add(obj.metadata.name.clone().unwrap_or_default());
+    }
+    /// After an outage, names whose writes failed meanwhile wait a per-name backoff grown
+    /// over the outage, and their retries queue for the overall bucket (10/s): 1,000 names
+    /// would take minutes. Retry every desired and cached name now (a plain add, not rate
+    /// limited), so recovery is bounded by the reflector's backoff; an unchanged name is a
+    /// cache lookup and no write.
+    fn on_relisted(&self) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        for name in inner
+            .state
+            .desired_names()
+            .into_iter()
+            .chain(inner.store.keys())
+        {
+            self.queue.add(name);
+        }
     }
 }
 
@@ -208,7 +233,10 @@ impl Controller {
         threads.reflector = Some(Reflector::spawn(
             self.inner.api.clone(),
             self.inner.store.clone(),
-            Arc::new(Enqueue(self.inner.queue.clone())),
+            Arc::new(Enqueue {
+                queue: self.inner.queue.clone(),
+                inner: Arc::downgrade(&self.inner),
+            }),
             opts,
         ));
         let inner = self.inner.clone();

@@ -153,10 +153,15 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 listed.resource_version
             );
         }
+        let relisted = self.listed.is_some();
         self.listed = Some(Instant::now());
         self.fresh = Some((Instant::now(), listed.resource_version.clone()));
         self.store.mark_synced();
         self.healthy();
+        if relisted {
+            let _turn = self.deliver.lock();
+            self.handler.on_relisted();
+        }
         self.last_rv = listed.resource_version.clone();
         Some(Next::Watch(listed.resource_version))
     }
