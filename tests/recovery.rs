@@ -109,9 +109,9 @@ fn reconverges_after_a_restart(tag: &str, restart: impl FnOnce(&TestServer)) {
     // The periodic relist is pushed out of the way: recovery must not depend on it.
     let p = Proc::run(&server, &s, &["--relist", "1h"]);
     assert!(wait_until(|| count() >= N / 4), "{}", p.log());
+    let before = count();
     restart(&server);
     let restarted = Instant::now();
-    let before = count();
     assert!(
         before < N,
         "the restart came after the sync ({before} of {N})"
