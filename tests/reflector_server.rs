@@ -775,6 +775,58 @@ fn stop_while_a_relist_waits_for_a_hung_server_returns_promptly() {
 }
 
 #[test]
+fn a_silent_watch_is_given_up_after_its_idle_timeout_and_relisted() {
+    // Bookmarks every 100 ms: a healthy watch is never silent for the 600 ms idle timeout.
+    let s = TestServer::builder()
+        .bookmark_interval(Duration::from_millis(100))
+        .start()
+        .unwrap();
+    seed(&s, "a", 10);
+    let spy = Spy::default();
+    let r = start_with(
+        SpyLw(api(&s), spy.clone()),
+        ReflectorOptions {
+            watch_idle_timeout: Some(Duration::from_millis(600)),
+            ..opts()
+        },
+    );
+    r.synced();
+    wait_for("an open watch", || *spy.opened.lock() == 1);
+    // Healthy and quiet for longer than the idle timeout (nothing to await: the point is
+    // that nothing happens): bookmarks keep the watch alive.
+    let t = Instant::now();
+    wait_for("a few bookmark periods", || {
+        t.elapsed() >= Duration::from_millis(700)
+    });
+    assert_eq!(spy.lists.lock().len(), 1, "a bookmarked watch is not idle");
+    // Now the server sends nothing at all (a half-open connection looks the same).
+    let paused = Instant::now();
+    s.faults().pause();
+    wait_for("a relist after the silent watch", || {
+        spy.lists.lock().len() == 2
+    });
+    let noticed = paused.elapsed();
+    assert!(
+        noticed >= Duration::from_millis(500),
+        "gave up after {noticed:?}, before the idle timeout"
+    );
+    assert!(
+        noticed < Duration::from_secs(4),
+        "noticed after {noticed:?}, not after the watch's minutes-long timeout"
+    );
+    assert_eq!(
+        spy.calls.lock().len(),
+        1,
+        "the silent watch is followed by a list, not a resumed watch"
+    );
+    s.faults().resume();
+    let b = seed(&s, "b", 10);
+    wait_for("b through the new watch", || {
+        r.store.get(&name("b")).is_some_and(|o| rv(&o) == b)
+    });
+}
+
+#[test]
 fn resync_redelivers_cached_objects_as_updates() {
     let s = TestServer::builder()
         .bookmark_interval(Duration::from_secs(60))
