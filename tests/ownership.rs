@@ -451,3 +451,189 @@ fn a_standby_reads_the_manifests_when_it_becomes_leader() {
     );
     standby.terminate();
 }
+
+// ---- Against the test server playing kube-apiserver: its built-ins and its own rules. ----
+
+fn kube_apiserver() -> TestServer {
+    TestServer::builder()
+        .kube_apiserver(true)
+        .kube_apiserver_crd_group("stable.example.com", "v1")
+        .start()
+        .unwrap()
+}
+
+/// kube-apiserver's objects as they stand: (name, uid, resourceVersion).
+fn kube_apiservers_objects(server: &TestServer) -> Vec<(String, String, String)> {
+    let mut names = autoregister::testserver::builtin_apiservices();
+    names.push("v1.stable.example.com".into());
+    names
+        .into_iter()
+        .map(|n| {
+            let o = stored(server, &n).unwrap_or_else(|| panic!("{n} is gone"));
+            let meta = &o["metadata"];
+            (
+                n,
+                meta["uid"].to_string(),
+                meta["resourceVersion"].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Our requests that wrote to one of kube-apiserver's objects.
+fn writes_to_kube_apiservers_objects(server: &TestServer) -> Vec<String> {
+    let theirs = kube_apiservers_objects(server);
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| is_write(r) && theirs.iter().any(|(n, ..)| r.name.as_deref() == Some(n)))
+        .map(|r| format!("{} {} {}", r.verb, r.path, r.code))
+        .collect()
+}
+
+#[test]
+fn against_kube_apiserver_plan_once_and_run_leave_its_objects_alone_and_ours_stay() {
+    let server = kube_apiserver();
+    let before = kube_apiservers_objects(&server);
+    assert!(before.len() > 20, "{before:?}");
+    let s = Scratch::new("kas");
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
+    // Written for upstream: with kube-aggregator's label this would be deleted at once.
+    s.write(
+        "b.yaml",
+        &manifest("b.example.com", &[(AUTO_MANAGED_LABEL, "true")], 10),
+    );
+
+    let (code, out) = Proc::command("plan", &server, &s, &[]).wait_exit(WAIT);
+    assert_eq!(code, 0, "{out}");
+    for (name, ..) in &before {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_default();
+        assert!(
+            line.contains("3A") && line.contains("none"),
+            "{name}: {out}"
+        );
+    }
+    assert!(out.contains("plan: 2 create,"), "{out}");
+
+    let (code, log) = Proc::run(&server, &s, &["--once"]).wait_exit(WAIT);
+    assert_eq!(code, 0, "{log}");
+    let ours = (
+        uid(&server, "v1.a.example.com"),
+        uid(&server, "v1.b.example.com"),
+    );
+    assert!(ours.0.is_some() && ours.1.is_some(), "{log}");
+
+    let p = Proc::run(&server, &s, &[]);
+    p.wait_log("cache synced");
+    // kube-apiserver handles events in order: once it has seen a new CRD group, it has
+    // seen our objects too, and would have deleted them by its 6A if they bore its label.
+    server.add_crd_group("later.example.com", "v1");
+    // And they stay over a few seconds of both controllers running.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let now = (
+            uid(&server, "v1.a.example.com"),
+            uid(&server, "v1.b.example.com"),
+        );
+        assert_eq!(now, ours, "our objects were replaced:\n{}", p.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        server
+            .kube_apiserver_writes()
+            .iter()
+            .all(|w| !w.name.contains("a.example.com") && !w.name.contains("b.example.com")),
+        "kube-apiserver wrote ours: {:?}",
+        server.kube_apiserver_writes()
+    );
+    assert_eq!(
+        writes_to_kube_apiservers_objects(&server),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        kube_apiservers_objects(&server),
+        before,
+        "built-ins changed"
+    );
+}
+
+#[test]
+fn against_kube_apiserver_adopting_its_object_is_refused_and_emptying_deletes_only_ours() {
+    let server = kube_apiserver();
+    let before = kube_apiservers_objects(&server);
+    let s = Scratch::new("kas-adopt");
+    // A manifest for a built-in name with another spec: never adopted, --once fails naming it.
+    s.write("apps.yaml", &manifest("apps", &[], 10));
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
+    let (code, log) = Proc::run(&server, &s, &["--once", "--adopt"]).wait_exit(WAIT);
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("v1.apps: held by kube-apiserver"), "{log}");
+    // Emptied folder: nothing deleted without --allow-empty, only ours with it.
+    s.remove("apps.yaml");
+    s.remove("a.yaml");
+    let (code, log) = Proc::run(&server, &s, &["--once"]).wait_exit(WAIT);
+    assert_eq!(code, 1, "{log}");
+    assert!(uid(&server, "v1.a.example.com").is_some(), "{log}");
+    let (code, log) = Proc::run(&server, &s, &["--once", "--allow-empty"]).wait_exit(WAIT);
+    assert_eq!(code, 0, "{log}");
+    assert!(stored(&server, "v1.a.example.com").is_none(), "{log}");
+    assert_eq!(
+        writes_to_kube_apiservers_objects(&server),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        kube_apiservers_objects(&server),
+        before,
+        "built-ins changed"
+    );
+}
+
+#[test]
+fn against_kube_apiserver_two_keys_coexist() {
+    let server = kube_apiserver();
+    let before = kube_apiservers_objects(&server);
+    let (sa, sb) = (Scratch::new("kas-a"), Scratch::new("kas-b"));
+    sa.write("x.yaml", &manifest("x.example.com", &[], 10));
+    sb.write("y.yaml", &manifest("y.example.com", &[], 10));
+    let a = Proc::run(
+        &server,
+        &sa,
+        &["--label-key", "team-a.example.com/automanaged"],
+    );
+    let b = Proc::run(
+        &server,
+        &sb,
+        &["--label-key", "team-b.example.com/automanaged"],
+    );
+    assert!(wait_until(
+        || uid(&server, "v1.x.example.com").is_some() && uid(&server, "v1.y.example.com").is_some()
+    ));
+    server.add_crd_group("later.example.com", "v1");
+    sa.write("z.yaml", &manifest("z.example.com", &[], 10));
+    assert!(
+        wait_until(|| uid(&server, "v1.z.example.com").is_some()),
+        "{}",
+        a.log()
+    );
+    for name in ["v1.x.example.com", "v1.y.example.com", "v1.z.example.com"] {
+        assert_eq!(
+            writes(&server, name),
+            ["create 201"],
+            "{name}:\n{}\n{}",
+            a.log(),
+            b.log()
+        );
+    }
+    a.terminate();
+    b.terminate();
+    assert_eq!(
+        writes_to_kube_apiservers_objects(&server),
+        Vec::<String>::new()
+    );
+    assert_eq!(kube_apiservers_objects(&server), before);
+}
