@@ -24,6 +24,8 @@ pub(crate) struct SyncContext<'a> {
     pub api: &'a Api<APIService>,
     /// Notices other writers undoing ours.
     pub fights: &'a FightDetector,
+    /// Asked right before each write (stopping, leadership); `Err(why)` withholds it.
+    pub may_write: &'a dyn Fn() -> Result<(), String>,
 }
 
 /// Why one sync of one name failed.
@@ -43,6 +45,11 @@ impl SyncError {
             SyncError::Decision(_) => None,
             SyncError::Write(e) => e.retry_after(),
         }
+    }
+
+    /// The write was cut short or withheld by shutdown (or lost leadership).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        matches!(self, SyncError::Write(e) if e.is_cancelled())
     }
 
     /// Answers that mean "the cache is behind the server", not "the server is failing".
@@ -92,9 +99,22 @@ pub(crate) fn plan(
 ///
 /// A write answered NotFound, Conflict or AlreadyExists is retried with backoff and
 /// does not count as synced: nothing was written, and `--once` must not report success.
+/// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
+/// and the sync ends as a cancelled write.
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
+    if !matches!(
+        decision.action,
+        Action::None | Action::Blocked(_) | Action::Error(_)
+    ) {
+        if let Err(why) = (cx.may_write)() {
+            debug!("{name} {cell}: write withheld: {why}");
+            cx.state
+                .record_outcome(name, Outcome::Failed(format!("not written: {why}")));
+            return Err(SyncError::Write(Error::Cancelled));
+        }
+    }
     let (verb, result) = match decision.action {
         Action::None => {
             debug!("{name} {cell}: nothing to do ({})", decision.reason);
@@ -128,6 +148,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
                 notice_contested(cx, name, verb);
             }
         }
+        // Shutdown cut the request short: not a failure worth a warning.
+        Err(e) if e.is_cancelled() => debug!("{name} {cell} {verb}: cancelled"),
         Err(e) if e.is_benign() => {
             info!("{name} {cell} {verb}: {e}; retrying once the cache catches up")
         }
@@ -203,6 +225,7 @@ mod tests {
             ownership: &ownership,
             api: &api,
             fights: &FightDetector::default(),
+            may_write: &|| Ok(()),
         };
         let e = sync(&cx, "v1.x.example.com").unwrap_err();
         assert!(matches!(e, SyncError::Decision(_)), "{e:?}");

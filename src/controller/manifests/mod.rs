@@ -23,7 +23,7 @@ mod set;
 mod testutil;
 
 pub use error::ManifestError;
-pub use files::{fingerprint, manifest_files};
+pub use files::{fingerprint, manifest_files, read_manifest, MAX_MANIFEST_BYTES};
 pub use parse::{parse_file, Manifest};
 pub use reload::{Poll, Reloaded, Reloader};
 pub use set::{load, ManifestSet, Reload};

@@ -2,11 +2,10 @@
 //! worked: a file that stops parsing keeps the objects it last contributed.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::parse::duplicate_error;
-use super::{manifest_files, parse_file, Manifest, ManifestError};
+use super::{manifest_files, parse_file, read_manifest, Manifest, ManifestError};
 use crate::controller::Desired;
 
 /// The outcome of reading PATH.
@@ -61,8 +60,8 @@ impl ManifestSet {
         let candidates: Vec<(PathBuf, Vec<Manifest>)> = files
             .into_iter()
             .map(|file| {
-                let parsed = fs::read_to_string(&file)
-                    .map_err(|e| vec![ManifestError::file(&file, format!("cannot read: {e}"))])
+                let parsed = read_manifest(&file)
+                    .map_err(|e| vec![ManifestError::file(&file, e)])
                     .and_then(|text| parse_file(&file, &text, &self.label_key));
                 let manifests = match parsed {
                     Ok(manifests) => manifests,
@@ -152,6 +151,7 @@ mod tests {
     use super::*;
     use crate::api::DEFAULT_LABEL_KEY;
     use crate::controller::manifests::testutil::TempDir;
+    use std::fs;
 
     impl ManifestSet {
         fn default_key(path: impl Into<PathBuf>) -> ManifestSet {

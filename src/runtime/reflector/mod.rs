@@ -25,6 +25,7 @@ use parking_lot::Mutex;
 use crate::api::Resource;
 use crate::client::Canceller;
 use crate::runtime::backoff::BackoffConfig;
+use crate::runtime::liveness::Liveness;
 use crate::runtime::store::Store;
 
 pub use handler::EventHandler;
@@ -55,6 +56,8 @@ pub struct ReflectorOptions {
     /// `timeoutSeconds` ends it). kube-apiserver sends a bookmark to every watch about once a
     /// minute, so silence for twice that means a half-open connection, not a quiet cluster.
     pub watch_idle_timeout: Option<Duration>,
+    /// Where the reflector thread reports its heartbeat (group `reflector`), for `/healthz`.
+    pub liveness: Option<Arc<Liveness>>,
 }
 
 /// Default of [`ReflectorOptions::relist`]: APIService collections are small, so a list
@@ -75,6 +78,7 @@ impl Default for ReflectorOptions {
             max_watch_timeout: Duration::from_secs(600),
             relist: Some(DEFAULT_RELIST),
             watch_idle_timeout: Some(DEFAULT_WATCH_IDLE_TIMEOUT),
+            liveness: None,
         }
     }
 }
