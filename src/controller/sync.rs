@@ -1,6 +1,7 @@
 //! One sync of one name: gather the facts, decide, execute, record the outcome.
 
-use std::time::Instant;
+use std::fmt;
+use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
@@ -34,6 +35,48 @@ pub(crate) struct SyncContext<'a> {
     pub report: &'a Reporters,
 }
 
+/// Why one sync of one name failed.
+#[derive(Debug, Clone)]
+pub(crate) enum SyncError {
+    /// The decision itself is an error (the table's lookup-error row; a cached object
+    /// without name or UID): nothing was sent, the server is not to blame.
+    Decision(String),
+    /// The write was refused or got no answer.
+    Write(Error),
+}
+
+impl SyncError {
+    /// The server's `Retry-After`, when it gave one.
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        match self {
+            SyncError::Decision(_) => None,
+            SyncError::Write(e) => e.retry_after(),
+        }
+    }
+
+    /// The write was cut short or withheld by shutdown (or lost leadership).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        matches!(self, SyncError::Write(e) if e.is_cancelled())
+    }
+
+    /// Answers that mean "the cache is behind the server", not "the server is failing".
+    fn is_benign(&self) -> bool {
+        match self {
+            SyncError::Decision(_) => false,
+            SyncError::Write(e) => e.is_not_found() || e.is_conflict() || e.is_already_exists(),
+        }
+    }
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SyncError::Decision(m) => write!(f, "cannot decide: {m}"),
+            SyncError::Write(e) => e.fmt(f),
+        }
+    }
+}
+
 /// Decides for `name` from the current facts, without acting.
 pub(crate) fn plan(
     state: &State,
@@ -64,8 +107,8 @@ pub(crate) fn plan(
 /// A write answered NotFound, Conflict or AlreadyExists is retried with backoff and
 /// does not count as synced: nothing was written, and `--once` must not report success.
 /// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
-/// and the sync ends as [`Error::Cancelled`].
-pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
+/// and the sync ends as a cancelled write.
+pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
     let why = format!("{}; {}", cell.meaning(), decision.reason);
@@ -74,11 +117,11 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
         decision.action,
         Action::None | Action::Blocked(_) | Action::Error(_)
     ) {
-        if let Err(why) = (cx.may_write)() {
-            debug!("{name} {cell}: write withheld: {why}");
+        if let Err(held) = (cx.may_write)() {
+            debug!("{name} {cell}: write withheld: {held}");
             cx.state
-                .record_outcome(name, Outcome::Failed(format!("not written: {why}")));
-            return Err(Error::Cancelled);
+                .record_outcome(name, Outcome::Failed(format!("not written: {held}")));
+            return Err(SyncError::Write(Error::Cancelled));
         }
     }
     let (verb, reason, result) = match decision.action {
@@ -111,21 +154,21 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
             }
             return Ok(());
         }
-        Action::Error(message) => ("error", None, Err(Error::Config(message))),
+        Action::Error(message) => ("error", None, Err(SyncError::Decision(message))),
         Action::Create(obj) => (
             "create",
             Some(EventReason::Registered),
-            cx.api.create(&obj).map(|o| o.metadata.uid),
+            write(cx.api.create(&obj).map(|o| o.metadata.uid)),
         ),
         Action::Update(obj) => (
             "update",
             Some(EventReason::Updated),
-            cx.api.update(&obj).map(|_| uid.clone()),
+            write(cx.api.update(&obj).map(|_| uid.clone())),
         ),
         Action::Adopt(obj) => (
             "adopt",
             Some(EventReason::Adopted),
-            cx.api.update(&obj).map(|_| uid.clone()),
+            write(cx.api.update(&obj).map(|_| uid.clone())),
         ),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
@@ -135,7 +178,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
             (
                 "delete",
                 Some(EventReason::Deregistered),
-                cx.api.delete(&n, &p).map(|()| Some(uid)),
+                write(cx.api.delete(&n, &p).map(|()| Some(uid))),
             )
         }
     };
@@ -154,7 +197,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
         }
         // Shutdown cut the request short: not a failure worth a warning.
         Err(e) if e.is_cancelled() => debug!("{name} {cell} {verb}: cancelled"),
-        Err(e) if is_benign(e) => {
+        Err(e) if e.is_benign() => {
             info!("{name} {cell} {verb}: {e}; retrying once the cache catches up")
         }
         Err(e) => warn!("{name} {cell} {verb} ({why}): failed: {e}"),
@@ -198,9 +241,8 @@ fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &str) {
     }
 }
 
-/// Answers that mean "the cache is behind the server", not "the server is failing".
-fn is_benign(e: &Error) -> bool {
-    e.is_not_found() || e.is_conflict() || e.is_already_exists()
+fn write<T>(r: Result<T, Error>) -> Result<T, SyncError> {
+    r.map_err(SyncError::Write)
 }
 
 /// A write to a name we had already synced: someone undid our work. Counted, and
@@ -222,4 +264,54 @@ fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
         fight.writes,
         FIGHT_WINDOW.as_secs()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::api::{ObjectMeta, AUTO_MANAGED_ALWAYS};
+    use crate::client::{Client, Config};
+
+    #[test]
+    fn a_decision_error_is_not_blamed_on_the_client_configuration() {
+        let ownership = Ownership {
+            allow_empty: true,
+            ..Ownership::default()
+        };
+        // Ours and not desired, so deleted, but without the UID a delete must carry.
+        let mut meta = ObjectMeta::named("v1.x.example.com");
+        meta.labels = Some(
+            [(ownership.label_key.clone(), AUTO_MANAGED_ALWAYS.to_string())]
+                .into_iter()
+                .collect(),
+        );
+        let store = Store::new();
+        store.insert(Arc::new(APIService {
+            metadata: meta,
+            ..Default::default()
+        }));
+        store.mark_synced();
+        let state = State::default();
+        state.record_at_start(["v1.x.example.com".to_string()].into_iter().collect());
+        // Nothing is sent: nothing listens here.
+        let api = Api::all(Client::new(Config::new("http://127.0.0.1:9")).unwrap());
+        let cx = SyncContext {
+            state: &state,
+            store: &store,
+            ownership: &ownership,
+            api: &api,
+            fights: &FightDetector::default(),
+            may_write: &|| Ok(()),
+            report: &Reporters::new(
+                Arc::new(crate::controller::metrics::ControllerMetrics::new()),
+                crate::controller::events::EventRecorder::disabled(),
+            ),
+        };
+        let e = sync(&cx, "v1.x.example.com").unwrap_err();
+        assert!(matches!(e, SyncError::Decision(_)), "{e:?}");
+        assert!(e.to_string().contains("no name or uid"), "{e}");
+        assert_eq!(e.retry_after(), None);
+    }
 }
