@@ -181,6 +181,7 @@ fn usage_errors_exit_2_and_help_gives_every_flag_with_its_default_or_range() {
         "--timeout",
         "--workers",
         "--resync",
+        "--relist",
         "--health-addr",
         "--leader-elect",
         "--lease-namespace",
