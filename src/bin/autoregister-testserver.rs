@@ -2,11 +2,12 @@
 //!
 //! ```text
 //! autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR]
-//!                         [--token TOKEN] [--history N]
+//!                         [--token TOKEN] [--history N] [--no-flow-control]
 //! ```
 //!
 //! Prints its URL as the first line of stdout once it accepts connections and serves until
-//! SIGTERM/SIGINT. Faults, the request log and seeding are under `/_testserver/`.
+//! SIGTERM/SIGINT. `--no-flow-control` leaves out the API Priority and Fairness headers
+//! (an old or proxied API server). Faults, the request log and seeding are under `/_testserver/`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use std::process::ExitCode;
 
 use autoregister::testserver::TestServer;
 
-const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--token TOKEN] [--history N]";
+const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--token TOKEN] [--history N] [--no-flow-control]";
 
 struct Args {
     addr: String,
@@ -22,6 +23,7 @@ struct Args {
     tls_dir: Option<PathBuf>,
     token: Option<String>,
     history: Option<usize>,
+    flow_control: bool,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -32,6 +34,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         tls_dir: None,
         token: None,
         history: None,
+        flow_control: true,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -41,6 +44,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("tls-dir") => args.tls_dir = Some(parser.value()?.into()),
             Long("token") => args.token = Some(parser.value()?.string()?),
             Long("history") => args.history = Some(parser.value()?.parse()?),
+            Long("no-flow-control") => args.flow_control = false,
             Long("help") | Short('h') => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -72,7 +76,8 @@ fn main() -> ExitCode {
     };
     let mut builder = TestServer::builder()
         .addr(args.addr.clone())
-        .tls(args.tls_dir.is_some());
+        .tls(args.tls_dir.is_some())
+        .flow_control(args.flow_control);
     if let Some(t) = &args.token {
         builder = builder.token(t.clone());
     }

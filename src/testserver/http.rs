@@ -330,9 +330,13 @@ pub(crate) fn write_response<W: Write>(
     w.flush()
 }
 
-/// Writes the head of a chunked answer (a watch).
-pub(crate) fn write_chunked_head<W: Write>(w: &mut W, content_type: &str) -> io::Result<()> {
-    let h = head(200, content_type, &[], true) + "Transfer-Encoding: chunked\r\n\r\n";
+/// Writes the head of a chunked answer (a watch) with `headers`.
+pub(crate) fn write_chunked_head<W: Write>(
+    w: &mut W,
+    content_type: &str,
+    headers: &[(&'static str, String)],
+) -> io::Result<()> {
+    let h = head(200, content_type, headers, true) + "Transfer-Encoding: chunked\r\n\r\n";
     w.write_all(h.as_bytes())?;
     w.flush()
 }

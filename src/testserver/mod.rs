@@ -85,6 +85,7 @@ pub struct Builder {
     history: usize,
     bookmark_interval: Duration,
     log_capacity: usize,
+    flow_control: bool,
 }
 
 impl Default for Builder {
@@ -96,6 +97,7 @@ impl Default for Builder {
             history: DEFAULT_HISTORY,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             log_capacity: DEFAULT_LOG_CAPACITY,
+            flow_control: true,
         }
     }
 }
@@ -131,6 +133,13 @@ impl Builder {
         self
     }
 
+    /// Answer API requests with API Priority and Fairness headers (`X-Kubernetes-PF-*`), as
+    /// every kube-apiserver since 1.20 does (default on); off plays an older or proxied server.
+    pub fn flow_control(mut self, on: bool) -> Self {
+        self.flow_control = on;
+        self
+    }
+
     /// Most request records kept (counters are unbounded).
     pub fn log_capacity(mut self, n: usize) -> Self {
         self.log_capacity = n;
@@ -155,6 +164,7 @@ impl Builder {
             tls.as_ref().map(|t| t.config.clone()),
             addr,
             self.bookmark_interval,
+            self.flow_control,
         ));
         let s = shared.clone();
         let accept = std::thread::Builder::new()

@@ -115,7 +115,7 @@ pub(crate) fn serve<W: Write>(
     if let Some(limit) = shared.faults.watch_limit() {
         deadline = deadline.min(start + limit);
     }
-    http::write_chunked_head(w, "application/json")?;
+    http::write_chunked_head(w, "application/json", &shared.flow_control_headers())?;
     if wr.resource_version.is_some() && shared.faults.take_expire() {
         let rv = wr.resource_version.unwrap_or(0);
         error_event(
