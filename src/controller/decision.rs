@@ -17,6 +17,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::api::{
     APIService, Resource, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START,
@@ -81,10 +82,13 @@ fn fill_type_meta(obj: &mut APIService) {
 }
 
 /// One entry of the desired set.
+///
+/// The object is shared, not copied: the manifest set, the applied set, the controller's
+/// desired set and every sync of the name read the same allocation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
     /// The object to create; carries the automanaged label matching `mode`.
-    pub object: APIService,
+    pub object: Arc<APIService>,
     /// How it is kept.
     pub mode: SyncMode,
 }
@@ -93,8 +97,21 @@ impl Desired {
     /// A desired entry for `obj`, labelled for `mode` (the caller's object is not changed).
     pub fn new(obj: &APIService, mode: SyncMode) -> Desired {
         Desired {
-            object: with_label(obj, mode),
+            object: Arc::new(with_label(obj, mode)),
             mode,
+        }
+    }
+
+    /// A desired entry sharing `obj` when it already carries the label for `mode` and its
+    /// apiVersion/kind (a manifest's entry); else a labelled copy, as [`new`](Self::new).
+    pub fn shared(obj: Arc<APIService>, mode: SyncMode) -> Desired {
+        let ready = obj.auto_managed() == Some(mode.label_value())
+            && !obj.api_version.is_empty()
+            && !obj.kind.is_empty();
+        if ready {
+            Desired { object: obj, mode }
+        } else {
+            Desired::new(&obj, mode)
         }
     }
 }
@@ -111,12 +128,14 @@ pub enum Current<'a> {
 }
 
 /// What the worker should do.
+// One Action lives for one sync and is never stored: an inline Update costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// Nothing to write.
     None,
-    /// Create this object (the desired one, labelled).
-    Create(APIService),
+    /// Create this object (the desired one, labelled; shared with the desired set).
+    Create(Arc<APIService>),
     /// Replace the object with this one: the cached object with the desired `.spec`.
     Update(APIService),
     /// Delete the object, only if it still has this UID.
@@ -565,7 +584,7 @@ mod tests {
         assert_eq!(on_start.auto_managed(), Some("onstart"));
         assert_eq!(always.auto_managed(), Some("true"));
         assert_eq!(always.metadata.label("team"), Some("x"));
-        assert_eq!(Desired::new(&obj, SyncMode::OnStart).object, on_start);
+        assert_eq!(*Desired::new(&obj, SyncMode::OnStart).object, on_start);
     }
 
     #[test]

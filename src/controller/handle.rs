@@ -103,13 +103,17 @@ impl Controller {
     }
 
     /// Registers `obj` to be synced once, when the controller starts (label `onstart`).
-    pub fn add_api_service_to_sync_on_start(&self, obj: APIService) {
-        self.add(obj, SyncMode::OnStart);
+    ///
+    /// An `Arc` already labelled `onstart` is kept as it is, not copied.
+    pub fn add_api_service_to_sync_on_start(&self, obj: impl Into<Arc<APIService>>) {
+        self.add(obj.into(), SyncMode::OnStart);
     }
 
     /// Registers `obj` to be kept in sync continuously (label `true`).
-    pub fn add_api_service_to_sync(&self, obj: APIService) {
-        self.add(obj, SyncMode::Always);
+    ///
+    /// An `Arc` already labelled `true` is kept as it is, not copied.
+    pub fn add_api_service_to_sync(&self, obj: impl Into<Arc<APIService>>) {
+        self.add(obj.into(), SyncMode::Always);
     }
 
     /// Stops syncing `name`; a managed object left behind is deleted.
@@ -120,7 +124,7 @@ impl Controller {
         self.inner.queue.add(name.to_string());
     }
 
-    fn add(&self, obj: APIService, mode: SyncMode) {
+    fn add(&self, obj: Arc<APIService>, mode: SyncMode) {
         let name = obj.metadata.name.clone().unwrap_or_default();
         if name.is_empty() {
             // Nothing to key it by; the API would refuse it anyway.
@@ -129,7 +133,7 @@ impl Controller {
         }
         self.inner
             .state
-            .set_desired(name.clone(), Desired::new(&obj, mode));
+            .set_desired(name.clone(), Desired::shared(obj, mode));
         self.inner.queue.add(name);
     }
 

@@ -95,7 +95,12 @@ impl State {
     pub(crate) fn record_outcome(&self, name: &str, outcome: Result<(), String>) {
         match outcome {
             Ok(()) => {
-                self.synced_once.lock().insert(name.to_string());
+                // Most outcomes are repeats (a watch event for our own write): no new String.
+                let mut synced = self.synced_once.lock();
+                if !synced.contains(name) {
+                    synced.insert(name.to_string());
+                }
+                drop(synced);
                 self.failures.lock().remove(name);
             }
             Err(e) => {
