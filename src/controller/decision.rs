@@ -63,11 +63,7 @@ impl fmt::Display for SyncMode {
 /// A copy of `obj` carrying the automanaged label for `mode`, as upstream's
 /// `AddAPIServiceToSyncOnStart` (`onstart`) and `AddAPIServiceToSync` (`true`) store it.
 pub fn with_label(obj: &APIService, mode: SyncMode) -> APIService {
-    let mut out = obj.clone();
-    out.metadata
-        .set_label(AUTO_MANAGED_LABEL, mode.label_value());
-    fill_type_meta(&mut out);
-    out
+    Arc::unwrap_or_clone(Desired::new(obj, mode).object)
 }
 
 /// Objects built with `Default` or read from a list may lack apiVersion/kind;
@@ -96,8 +92,16 @@ pub struct Desired {
 impl Desired {
     /// A desired entry for `obj`, labelled for `mode` (the caller's object is not changed).
     pub fn new(obj: &APIService, mode: SyncMode) -> Desired {
+        Desired::owned(obj.clone(), mode)
+    }
+
+    /// A desired entry made of `obj` itself, labelled for `mode` (no copy).
+    pub fn owned(mut obj: APIService, mode: SyncMode) -> Desired {
+        obj.metadata
+            .set_label(AUTO_MANAGED_LABEL, mode.label_value());
+        fill_type_meta(&mut obj);
         Desired {
-            object: Arc::new(with_label(obj, mode)),
+            object: Arc::new(obj),
             mode,
         }
     }
@@ -111,7 +115,7 @@ impl Desired {
         if ready {
             Desired { object: obj, mode }
         } else {
-            Desired::new(&obj, mode)
+            Desired::owned(Arc::unwrap_or_clone(obj), mode)
         }
     }
 }
