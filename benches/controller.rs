@@ -1,6 +1,6 @@
-//! Controller benchmark, one table: the binary converging N APIServices (default flags and
-//! `--qps 0`) beside the REST floor measured in the same run, its peak RSS and CPU time; the
-//! static binary's size; an idle controller's RSS and threads.
+//! Controller benchmark: the binary converging N APIServices (default flags and `--qps 0`)
+//! beside the REST floor measured in the same run, its peak RSS and CPU time; the binaries'
+//! sizes; an idle controller's RSS and threads; peak and steady RSS with 5,000 objects.
 //!
 //! - floor: `--workers` threads POSTing the same N objects over one keep-alive client
 //!   (what the controller cannot beat: same server, same number of connections);
@@ -9,10 +9,9 @@
 //! - peak RSS (VmHWM) and CPU (utime + stime) of the controller process at that moment;
 //! - idle: the controller with an empty manifest directory, once its watch is open.
 //!
-//! `cargo bench --features testing --bench controller -- [--rounds R] [--sizes 1000,10000]`
+//! `cargo bench --features testing --bench controller -- [--rounds R] [--sizes 1000,10000] [--memory 5000]`
+//! `BENCH_BINS=label=path,...` names the binaries (default: the release build);
 //! `BENCH_LOG=FILE` appends the controllers' logs at debug level to FILE (to see where time goes).
-//! The binary is `AUTOREGISTER_BIN` if set (`make bench` passes the static one), else the
-//! release build cargo made for this bench. `STATIC_BIN` names the binary whose size is shown.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -29,10 +28,13 @@ const WORKERS: usize = 2;
 fn main() {
     let mut rounds = 3usize;
     let mut sizes = vec![1000usize, 10_000];
+    let mut memory_n = 5000usize;
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(a) = args.next() {
+        let mut num = || args.next().and_then(|v| v.parse().ok());
         match a.as_str() {
-            "--rounds" => rounds = args.next().and_then(|v| v.parse().ok()).unwrap_or(rounds),
+            "--rounds" => rounds = num().unwrap_or(rounds),
+            "--memory" => memory_n = num().unwrap_or(memory_n),
             "--sizes" => {
                 sizes = args
                     .next()
@@ -42,66 +44,89 @@ fn main() {
             _ => {}
         }
     }
-    let bin = std::env::var("AUTOREGISTER_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_autoregister").to_string());
+    let bins = binaries();
     let dir = std::env::temp_dir().join(format!("autoregister-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let ticks = clock_ticks();
 
-    println!("controller benchmark: {bin}");
-    println!("{WORKERS} workers (default), median of {rounds} rounds; floor = {WORKERS} keep-alive threads POSTing the same objects");
-    println!();
+    println!("controller benchmark; median of {rounds} rounds; {WORKERS} workers (the default)");
+    for (label, path) in &bins {
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        println!("  {label}: {path} ({:.2} MB)", size as f64 / 1e6);
+    }
     println!(
-        "| N | flags | converge | raw floor | ratio | peak RSS | CPU |\n|---|---|---|---|---|---|---|"
+        "  floor = {WORKERS} keep-alive threads POSTing the same objects to a fresh test server"
     );
+    println!();
+    println!("| N | binary | flags | converge | raw floor | ratio | peak RSS | CPU |");
+    println!("|---|---|---|---|---|---|---|---|");
     for &n in &sizes {
         let manifests = write_manifests(&dir, n);
         let mut floor = Vec::new();
-        let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+        let mut runs: Vec<Vec<Run>> = (0..bins.len() * FLAGS.len()).map(|_| Vec::new()).collect();
         for _ in 0..rounds {
             floor.push(floor_creates(n));
-            for (i, flags) in FLAGS.iter().enumerate() {
-                runs[i].push(run_until_converged(&bin, &manifests, n, flags, ticks));
+            for (b, (_, bin)) in bins.iter().enumerate() {
+                for (f, flags) in FLAGS.iter().enumerate() {
+                    runs[b * FLAGS.len() + f]
+                        .push(run_until_converged(bin, &manifests, n, flags, ticks));
+                }
             }
         }
         let floor = median(floor);
-        for (i, flags) in FLAGS.iter().enumerate() {
-            let r = median_run(std::mem::take(&mut runs[i]));
-            println!(
-                "| {n} | {} | {:.3} s | {:.3} s | {:.2} | {:.1} MiB | {:.2} s |",
-                if flags.is_empty() {
-                    "default".to_string()
-                } else {
-                    format!("`{}`", flags.join(" "))
-                },
-                r.converge.as_secs_f64(),
-                floor.as_secs_f64(),
-                r.converge.as_secs_f64() / floor.as_secs_f64(),
-                r.peak_kib as f64 / 1024.0,
-                r.cpu_secs,
-            );
+        for (b, (label, _)) in bins.iter().enumerate() {
+            for (f, flags) in FLAGS.iter().enumerate() {
+                let r = median_run(std::mem::take(&mut runs[b * FLAGS.len() + f]));
+                println!(
+                    "| {n} | {label} | {} | {:.3} s | {:.3} s | {:.2} | {:.1} MiB | {:.2} s |",
+                    if flags.is_empty() {
+                        "default".to_string()
+                    } else {
+                        format!("`{}`", flags.join(" "))
+                    },
+                    r.converge.as_secs_f64(),
+                    floor.as_secs_f64(),
+                    r.converge.as_secs_f64() / floor.as_secs_f64(),
+                    r.peak_kib as f64 / 1024.0,
+                    r.cpu_secs,
+                );
+            }
         }
     }
     println!();
-    match std::env::var("STATIC_BIN") {
-        Ok(path) => match std::fs::metadata(&path) {
-            Ok(m) => println!(
-                "static binary: {} bytes ({:.2} MB), {path}",
-                m.len(),
-                m.len() as f64 / 1e6
-            ),
-            Err(e) => println!("static binary: {path}: {e}"),
-        },
-        Err(_) => println!("static binary: not built (STATIC_BIN unset; `make bench` sets it)"),
-    }
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).expect("empty manifests dir");
-    let (rss, threads) = idle(&bin, &empty);
-    println!(
-        "idle (no manifests, watch open, default flags): RSS {:.1} MiB, {threads} threads",
-        rss as f64 / 1024.0
-    );
+    let manifests = write_manifests(&dir, memory_n);
+    println!("| binary | idle RSS | idle threads | peak RSS, {memory_n} objects | steady RSS, {memory_n} objects | per cached object |");
+    println!("|---|---|---|---|---|---|");
+    for (label, bin) in &bins {
+        let (idle_kib, threads) = idle(bin, &empty);
+        let (peak_kib, steady_kib) = memory(bin, &manifests, memory_n);
+        println!(
+            "| {label} | {:.1} MiB | {threads} | {:.1} MiB | {:.1} MiB | {:.2} KiB |",
+            idle_kib as f64 / 1024.0,
+            peak_kib as f64 / 1024.0,
+            steady_kib as f64 / 1024.0,
+            steady_kib.saturating_sub(idle_kib) as f64 / memory_n as f64,
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The binaries measured: `BENCH_BINS=label=path,label=path` (`make bench` passes the
+/// release and the static one), else the release build cargo made for this bench.
+fn binaries() -> Vec<(String, String)> {
+    match std::env::var("BENCH_BINS") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|entry| entry.split_once('='))
+            .map(|(l, p)| (l.to_string(), p.to_string()))
+            .collect(),
+        Err(_) => vec![(
+            "release".to_string(),
+            env!("CARGO_BIN_EXE_autoregister").to_string(),
+        )],
+    }
 }
 
 /// The flag sets measured: the defaults, and the client-side limit explicitly off.
@@ -249,6 +274,27 @@ fn idle(bin: &str, empty: &Path) -> (u64, u64) {
     let status = proc_status(child.id());
     stop(child);
     (field_kib(&status, "VmRSS:"), field_kib(&status, "Threads:"))
+}
+
+/// Peak RSS when N objects have converged, and RSS once the controller has settled (every
+/// watch event synced, nothing left to do): kB.
+fn memory(bin: &str, manifests: &Path, n: usize) -> (u64, u64) {
+    let server = TestServer::start();
+    let child = spawn(bin, manifests, &server, &[]);
+    let start = Instant::now();
+    while server.count("create") < n || server.count("watch") == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "did not converge"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let peak = field_kib(&proc_status(child.id()), "VmHWM:");
+    // The watch events of our own creates are still being synced for a moment.
+    std::thread::sleep(Duration::from_secs(2));
+    let steady = field_kib(&proc_status(child.id()), "VmRSS:");
+    stop(child);
+    (peak, steady)
 }
 
 fn proc_status(pid: u32) -> String {

@@ -350,6 +350,21 @@ pub(crate) fn write_chunk<W: Write>(w: &mut W, data: &[u8]) -> io::Result<()> {
     w.flush()
 }
 
+/// Writes several chunks with one write and one flush.
+pub(crate) fn write_chunks<W: Write>(
+    w: &mut W,
+    chunks: impl Iterator<Item = Vec<u8>>,
+) -> io::Result<()> {
+    let mut out = Vec::new();
+    for data in chunks {
+        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        out.extend_from_slice(&data);
+        out.extend_from_slice(b"\r\n");
+    }
+    w.write_all(&out)?;
+    w.flush()
+}
+
 /// Ends a chunked body.
 pub(crate) fn write_last_chunk<W: Write>(w: &mut W) -> io::Result<()> {
     w.write_all(b"0\r\n\r\n")?;

@@ -165,8 +165,10 @@ pub(crate) fn serve<W: Write>(
             let st = store.state.lock();
             st.shutdown || st.epoch != epoch
         });
-        for line in pending.drain(..) {
-            http::write_chunk(w, &line)?;
+        // One write for everything pending (one chunk per event, as the real server frames
+        // them): a burst of creates costs the watcher a few syscalls, not one per event.
+        if !pending.is_empty() {
+            http::write_chunks(w, pending.drain(..))?;
         }
         let now = Instant::now();
         if now >= deadline {
@@ -183,20 +185,21 @@ pub(crate) fn serve<W: Write>(
             next_bookmark = now + shared.bookmark_interval;
         }
         let mut st = store.state.lock();
+        // Events to send, serialized once the lock is released (creates wait on that lock).
+        let mut ready: Vec<(&'static str, Arc<Event>)> = Vec::new();
         loop {
             if st.shutdown || st.epoch != epoch {
                 return Ok(End::Drop);
             }
             let from = st.history.partition_point(|e| e.rv <= cursor);
-            let new: Vec<Arc<Event>> = st.history.iter().skip(from).cloned().collect();
-            if !new.is_empty() || st.rv > cursor {
-                for ev in &new {
+            if from < st.history.len() || st.rv > cursor {
+                for ev in st.history.iter().skip(from) {
                     if let Some(t) = view(ev, kind, ns, &wr.selector) {
-                        pending.push(event_line(t, &ev.obj));
+                        ready.push((t, ev.clone()));
                     }
                 }
                 cursor = st.rv;
-                if !pending.is_empty() {
+                if !ready.is_empty() {
                     break;
                 }
             }
@@ -210,5 +213,7 @@ pub(crate) fn serve<W: Write>(
             }
             store.wait(&mut st, wake - now);
         }
+        drop(st);
+        pending.extend(ready.iter().map(|(t, ev)| event_line(t, &ev.obj)));
     }
 }
