@@ -16,7 +16,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use autoregister::api::{APIService, APIServiceSpec, ServiceReference};
 use autoregister::client::{Api, Client};
@@ -58,8 +58,8 @@ fn main() {
         "  floor = {WORKERS} keep-alive threads POSTing the same objects to a fresh test server"
     );
     println!();
-    println!("| N | binary | flags | converge | raw floor | ratio | peak RSS | CPU |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| N | binary | flags | converge | raw floor | ratio | peak RSS | CPU | first request | first create |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for &n in &sizes {
         let manifests = write_manifests(&dir, n);
         let mut floor = Vec::new();
@@ -78,7 +78,7 @@ fn main() {
             for (f, flags) in FLAGS.iter().enumerate() {
                 let r = median_run(std::mem::take(&mut runs[b * FLAGS.len() + f]));
                 println!(
-                    "| {n} | {label} | {} | {:.3} s | {:.3} s | {:.2} | {:.1} MiB | {:.2} s |",
+                    "| {n} | {label} | {} | {:.3} s | {:.3} s | {:.2} | {:.1} MiB | {:.2} s | {:.1} ms | {:.1} ms |",
                     if flags.is_empty() {
                         "default".to_string()
                     } else {
@@ -89,6 +89,8 @@ fn main() {
                     r.converge.as_secs_f64() / floor.as_secs_f64(),
                     r.peak_kib as f64 / 1024.0,
                     r.cpu_secs,
+                    r.phases[0].as_secs_f64() * 1000.0,
+                    r.phases[1].as_secs_f64() * 1000.0,
                 );
             }
         }
@@ -198,6 +200,8 @@ struct Run {
     converge: Duration,
     peak_kib: u64,
     cpu_secs: f64,
+    /// From spawn to the first request, and to the first create.
+    phases: [Duration; 2],
 }
 
 fn spawn(bin: &str, manifests: &Path, server: &TestServer, flags: &[&str]) -> Child {
@@ -236,6 +240,7 @@ fn stop(mut child: Child) {
 fn run_until_converged(bin: &str, manifests: &Path, n: usize, flags: &[&str], ticks: f64) -> Run {
     let server = TestServer::start();
     let start = Instant::now();
+    let wall = SystemTime::now();
     let child = spawn(bin, manifests, &server, flags);
     while server.count("create") < n || server.count("watch") == 0 {
         assert!(
@@ -248,6 +253,17 @@ fn run_until_converged(bin: &str, manifests: &Path, n: usize, flags: &[&str], ti
     let status = proc_status(child.id());
     let cpu_secs = cpu_ticks(child.id()) as f64 / ticks;
     stop(child);
+    // Where the time went, from the server's request log: start-up until the first request
+    // (exec, manifests, client), until the first create (list, watch, workers), the creates.
+    let requests = server.requests();
+    let at = |verb: Option<&str>| {
+        requests
+            .iter()
+            .find(|r| verb.map_or(true, |v| r.verb == v))
+            .and_then(|r| r.time.duration_since(wall).ok())
+            .unwrap_or_default()
+    };
+    let phases = [at(None), at(Some("create"))];
     assert_eq!(
         server.list_objects("apiservices", None).len(),
         n,
@@ -257,6 +273,7 @@ fn run_until_converged(bin: &str, manifests: &Path, n: usize, flags: &[&str], ti
         converge,
         peak_kib: field_kib(&status, "VmHWM:"),
         cpu_secs,
+        phases,
     }
 }
 

@@ -9,6 +9,7 @@ mod infer;
 mod kubeconfig;
 mod metrics;
 mod ratelimit;
+mod resolver;
 mod rest;
 mod tls;
 mod transport;
