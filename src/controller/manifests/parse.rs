@@ -41,31 +41,20 @@ impl Manifest {
     }
 }
 
-/// Files with at least this many documents are parsed on several threads: YAML parsing
-/// is ~20 µs a document, the largest fixed cost of a start (10,000 manifests: 0.2 s).
-const PARALLEL_DOCUMENTS: usize = 256;
-
-/// What a file declares so far: its objects and its errors, in document order.
-#[derive(Default)]
-struct Found {
-    manifests: Vec<Manifest>,
-    errors: Vec<ManifestError>,
-}
-
-impl Found {
-    /// Turns one parsed document (or its error) into objects at once: only one document's
-    /// `Value` tree is alive at a time (10,000 of them at once were most of a start's peak).
-    fn take(
-        &mut self,
-        file: &Path,
-        value: Result<Value, ManifestError>,
-        document: Option<usize>,
-        line: usize,
-    ) {
+/// Parses one file: JSON when its name ends in `.json`, YAML otherwise. Any error
+/// (including a name declared twice in the file) rejects the whole file.
+pub fn parse_file(file: &Path, text: &str) -> Result<Vec<Manifest>, Vec<ManifestError>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let is_json = file.extension().is_some_and(|e| e == "json");
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    // Each document becomes its objects before the next is parsed: only one document's
+    // `Value` tree is alive at a time (10,000 of them at once were most of a start's peak).
+    let mut take = |value: Result<Value, ManifestError>, document: Option<usize>, line: usize| {
         let value = match value {
             Ok(value) => value,
             Err(e) => {
-                self.errors.push(e);
+                errors.push(e);
                 return;
             }
         };
@@ -73,14 +62,14 @@ impl Found {
             match res {
                 Ok(obj) => {
                     let mode = SyncMode::from_label(obj.auto_managed());
-                    self.manifests.push(Manifest {
+                    found.push(Manifest {
                         desired: Desired::owned(obj, mode),
                         file: file.to_path_buf(),
                         document,
                         line,
                     });
                 }
-                Err(message) => self.errors.push(ManifestError {
+                Err(message) => errors.push(ManifestError {
                     file: file.to_path_buf(),
                     document,
                     line: Some(line),
@@ -88,39 +77,11 @@ impl Found {
                 }),
             }
         }
-    }
-
-    /// Parses YAML documents in order.
-    fn documents(mut self, file: &Path, docs: &[documents::Document]) -> Found {
-        for doc in docs {
-            let value = yaml_to_json(&doc.text).map_err(|(line, message)| ManifestError {
-                file: file.to_path_buf(),
-                document: Some(doc.index),
-                line: Some(line.map_or(doc.line, |l| l + doc.offset)),
-                message,
-            });
-            self.take(file, value, Some(doc.index), doc.line);
-        }
-        self
-    }
-
-    fn extend(&mut self, other: Found) {
-        self.manifests.extend(other.manifests);
-        self.errors.extend(other.errors);
-    }
-}
-
-/// Parses one file: JSON when its name ends in `.json`, YAML otherwise. Any error
-/// (including a name declared twice in the file) rejects the whole file.
-pub fn parse_file(file: &Path, text: &str) -> Result<Vec<Manifest>, Vec<ManifestError>> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let is_json = file.extension().is_some_and(|e| e == "json");
-    let mut found = Found::default();
+    };
     if is_json {
         match serde_json::from_str::<Value>(text) {
-            Ok(doc) => found.take(file, Ok(doc), None, first_content_line(text)),
-            Err(e) => found.take(
-                file,
+            Ok(doc) => take(Ok(doc), None, first_content_line(text)),
+            Err(e) => take(
                 Err(ManifestError {
                     file: file.to_path_buf(),
                     document: None,
@@ -132,35 +93,19 @@ pub fn parse_file(file: &Path, text: &str) -> Result<Vec<Manifest>, Vec<Manifest
             ),
         }
     } else {
-        let docs = documents::split(text);
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        if docs.len() < PARALLEL_DOCUMENTS || threads < 2 {
-            found = found.documents(file, &docs);
-        } else {
-            // Contiguous slices, joined in order: objects and errors keep document order.
-            let per = docs.len().div_ceil(threads);
-            let parts: Vec<Found> = std::thread::scope(|s| {
-                let handles: Vec<_> = docs
-                    .chunks(per)
-                    .map(|chunk| s.spawn(move || Found::default().documents(file, chunk)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                    .collect()
+        for doc in documents::split(text) {
+            let value = yaml_to_json(&doc.text).map_err(|(line, message)| ManifestError {
+                file: file.to_path_buf(),
+                document: Some(doc.index),
+                line: Some(line.map_or(doc.line, |l| l + doc.offset)),
+                message,
             });
-            for part in parts {
-                found.extend(part);
-            }
+            take(value, Some(doc.index), doc.line);
         }
     }
-    let Found {
-        manifests,
-        mut errors,
-    } = found;
-    errors.extend(duplicates(&manifests));
+    errors.extend(duplicates(&found));
     if errors.is_empty() {
-        Ok(manifests)
+        Ok(found)
     } else {
         Err(errors)
     }
@@ -212,28 +157,6 @@ mod tests {
     use super::*;
 
     const A: &str = "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.a\nspec:\n  group: a\n  version: v1\n";
-
-    #[test]
-    fn a_large_file_parsed_in_parallel_keeps_document_order_lines_and_errors() {
-        let n = PARALLEL_DOCUMENTS * 3 + 7;
-        let doc = |i: usize| A.replace("v1.a", &format!("v1.a{i}"));
-        let text: String = (0..n).map(|i| format!("---\n{}", doc(i))).collect();
-        let got = parse_file(Path::new("x.yaml"), &text).unwrap();
-        assert_eq!(got.len(), n);
-        let per_doc = 1 + A.lines().count();
-        for (i, m) in got.iter().enumerate() {
-            assert_eq!(m.name(), format!("v1.a{i}"));
-            assert_eq!((m.document, m.line), (Some(i + 1), i * per_doc + 2));
-        }
-        // Errors late in the file, in two different slices, come back in document order.
-        let mut broken: Vec<String> = (0..n).map(doc).collect();
-        broken[n - 1] = "kind: [\n".into();
-        broken[5] = "kind: [\n".into();
-        let text: String = broken.iter().map(|d| format!("---\n{d}")).collect();
-        let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
-        let docs: Vec<_> = errs.iter().map(|e| e.document).collect();
-        assert_eq!(docs, [Some(6), Some(n)]);
-    }
 
     #[test]
     fn yaml_error_line_is_a_line_of_the_file() {
