@@ -3,11 +3,15 @@
 //! ```text
 //! autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR]
 //!                         [--token TOKEN] [--history N] [--no-flow-control]
+//!                         [--kube-apiserver [--crd-group GROUP/VERSION]...]
 //! ```
 //!
 //! Prints its URL as the first line of stdout once it accepts connections and serves until
-//! SIGTERM/SIGINT. `--no-flow-control` leaves out the API Priority and Fairness headers
-//! (an old or proxied API server). Faults, the request log and seeding are under `/_testserver/`.
+//! SIGTERM/SIGINT. Faults, the request log and seeding are under `/_testserver/`.
+//! `--no-flow-control` leaves out the API Priority and Fairness headers (an old or proxied
+//! API server).
+//! `--kube-apiserver` plays kube-apiserver: built-in APIServices and its own autoregister
+//! rules for the kube-aggregator label; `--crd-group` adds a CRD group it keeps registered.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,7 +19,7 @@ use std::process::ExitCode;
 
 use autoregister::testserver::TestServer;
 
-const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--token TOKEN] [--history N] [--no-flow-control]";
+const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--token TOKEN] [--history N] [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
 
 struct Args {
     addr: String,
@@ -24,6 +28,8 @@ struct Args {
     token: Option<String>,
     history: Option<usize>,
     flow_control: bool,
+    kube_apiserver: bool,
+    crd_groups: Vec<(String, String)>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -35,6 +41,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         token: None,
         history: None,
         flow_control: true,
+        kube_apiserver: false,
+        crd_groups: Vec::new(),
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -45,12 +53,25 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("token") => args.token = Some(parser.value()?.string()?),
             Long("history") => args.history = Some(parser.value()?.parse()?),
             Long("no-flow-control") => args.flow_control = false,
+            Long("kube-apiserver") => args.kube_apiserver = true,
+            Long("crd-group") => {
+                let gv = parser.value()?.string()?;
+                match gv.split_once('/') {
+                    Some((g, v)) if !g.is_empty() && !v.is_empty() && !v.contains('/') => {
+                        args.crd_groups.push((g.to_string(), v.to_string()))
+                    }
+                    _ => return Err(format!("--crd-group wants GROUP/VERSION, got {gv:?}").into()),
+                }
+            }
             Long("help") | Short('h') => {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
             _ => return Err(arg.unexpected()),
         }
+    }
+    if !args.crd_groups.is_empty() && !args.kube_apiserver {
+        return Err("--crd-group needs --kube-apiserver".into());
     }
     Ok(args)
 }
@@ -83,6 +104,10 @@ fn main() -> ExitCode {
     }
     if let Some(h) = args.history {
         builder = builder.history(h);
+    }
+    builder = builder.kube_apiserver(args.kube_apiserver);
+    for (g, v) in &args.crd_groups {
+        builder = builder.kube_apiserver_crd_group(g.clone(), v.clone());
     }
     let server = match builder.start() {
         Ok(s) => s,

@@ -3,7 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use autoregister::api::{
+    is_reserved_label_key, validate_label_key, AUTO_MANAGED_LABEL, DEFAULT_LABEL_KEY,
+};
 use autoregister::client::{DEFAULT_BURST, DEFAULT_QPS};
+use autoregister::controller::Ownership;
+use autoregister::runtime::leader::LeaderConfig;
 
 use super::duration;
 
@@ -14,10 +19,18 @@ usage:
                     [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--qps F] [--burst N] [--resync DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
+                    [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
+                    [--leader-elect-retry-period DUR]
+                    [--label-key KEY] [--adopt] [--allow-empty]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
+                    [--label-key KEY] [--adopt] [--allow-empty] [--timeout DUR]
   autoregister version
 
 PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
+--label-key KEY   the ownership label (default autoregister.dev/automanaged); one
+                  instance or leader-elected group per key
+--adopt           take over desired APIServices that carry no ownership label
+--allow-empty     let an empty PATH deregister every APIService we manage
 Durations: 500ms, 30s, 2m, 1h.
 Exit codes: 0 ok, 1 did not converge / runtime failure, 2 bad usage, manifest or kubeconfig.";
 
@@ -49,6 +62,50 @@ pub struct KubeArgs {
     pub burst: Option<u32>,
 }
 
+/// Which objects are ours: `--label-key`, `--adopt`, `--allow-empty`.
+#[derive(Debug)]
+pub struct OwnershipArgs {
+    /// `--label-key` (default [`DEFAULT_LABEL_KEY`]).
+    pub label_key: String,
+    /// `--adopt`.
+    pub adopt: bool,
+    /// `--allow-empty`.
+    pub allow_empty: bool,
+}
+
+impl Default for OwnershipArgs {
+    fn default() -> Self {
+        OwnershipArgs {
+            label_key: DEFAULT_LABEL_KEY.to_string(),
+            adopt: false,
+            allow_empty: false,
+        }
+    }
+}
+
+impl OwnershipArgs {
+    /// The ownership policy these flags describe.
+    pub fn ownership(&self) -> Ownership {
+        Ownership {
+            label_key: self.label_key.clone(),
+            adopt: self.adopt,
+            allow_empty: self.allow_empty,
+        }
+    }
+
+    /// The warning to print when the key is kube-apiserver's own.
+    pub fn upstream_key_warning(&self) -> Option<String> {
+        (self.label_key == AUTO_MANAGED_LABEL).then(|| {
+            format!(
+                "--label-key {AUTO_MANAGED_LABEL} is kube-apiserver's own label: on a real cluster \
+                 its built-in APIServices (v1., v1.apps, ...) then count as ours and may be \
+                 deleted, and kube-apiserver deletes what we create. Use it only if this program \
+                 is the cluster's aggregator"
+            )
+        })
+    }
+}
+
 /// Arguments of `run`.
 #[derive(Debug)]
 pub struct RunArgs {
@@ -70,6 +127,11 @@ pub struct RunArgs {
     pub lease_namespace: String,
     /// `--lease-name` (default `autoregister`).
     pub lease_name: String,
+    /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
+    /// `--leader-elect-retry-period` (kube-controller-manager's flags and defaults).
+    pub leader: LeaderConfig,
+    /// Ownership flags.
+    pub ownership: OwnershipArgs,
     /// Connection flags.
     pub kube: KubeArgs,
 }
@@ -79,6 +141,10 @@ pub struct RunArgs {
 pub struct PlanArgs {
     /// `--manifests`.
     pub manifests: PathBuf,
+    /// `--timeout`: the whole plan (every request it makes) gives up after this.
+    pub timeout: Duration,
+    /// Ownership flags.
+    pub ownership: OwnershipArgs,
     /// Connection flags.
     pub kube: KubeArgs,
 }
@@ -98,7 +164,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     }
     let mut manifests = None;
     let mut once = false;
-    let mut timeout = Duration::from_secs(60);
+    // `run --once` converges within 60 s; `plan` only lists, 30 s is plenty.
+    let mut timeout = Duration::from_secs(if sub == "plan" { 30 } else { 60 });
+    let mut leader = LeaderConfig::default();
     let mut workers = 2usize;
     let mut resync = None;
     let mut health_addr = None;
@@ -106,6 +174,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut lease_namespace = "kube-system".to_string();
     let mut lease_name = "autoregister".to_string();
     let mut kube = KubeArgs::default();
+    let mut ownership = OwnershipArgs::default();
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         let run_only = |name: &str| {
             if sub == "run" {
@@ -141,12 +210,24 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                     .map_err(|_| format!("--burst: invalid number {v:?}"))?;
                 kube.burst = Some(b.max(1));
             }
+            Long("label-key") if sub != "version" => {
+                let key = value(&mut parser)?;
+                validate_label_key(&key).map_err(|e| format!("--label-key: {e}"))?;
+                if is_reserved_label_key(&key) && key != AUTO_MANAGED_LABEL {
+                    return Err(format!(
+                        "--label-key {key:?}: the kubernetes.io and k8s.io prefixes are reserved \
+                         for Kubernetes; choose a prefix of your own"
+                    ));
+                }
+                ownership.label_key = key;
+            }
+            Long("adopt") if sub != "version" => ownership.adopt = true,
+            Long("allow-empty") if sub != "version" => ownership.allow_empty = true,
             Long("once") => {
                 run_only("once")?;
                 once = true;
             }
-            Long("timeout") => {
-                run_only("timeout")?;
+            Long("timeout") if sub != "version" => {
                 timeout =
                     duration::parse(&value(&mut parser)?).map_err(|e| format!("--timeout: {e}"))?;
             }
@@ -181,6 +262,21 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 run_only("lease-name")?;
                 lease_name = value(&mut parser)?;
             }
+            Long(
+                flag @ ("leader-elect-lease-duration"
+                | "leader-elect-renew-deadline"
+                | "leader-elect-retry-period"),
+            ) => {
+                let flag = flag.to_string();
+                run_only(&flag)?;
+                let d =
+                    duration::parse(&value(&mut parser)?).map_err(|e| format!("--{flag}: {e}"))?;
+                match flag.as_str() {
+                    "leader-elect-lease-duration" => leader.lease_duration = d,
+                    "leader-elect-renew-deadline" => leader.renew_deadline = d,
+                    _ => leader.retry_period = d,
+                }
+            }
             other => return Err(other.unexpected().to_string()),
         }
     }
@@ -188,6 +284,16 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
         return Ok(Command::Version);
     }
     let manifests = manifests.ok_or_else(|| format!("`{sub}` needs --manifests PATH"))?;
+    // An empty name cannot be a Lease's: refused here, not as 404s logged forever.
+    for (flag, v) in [
+        ("lease-namespace", &lease_namespace),
+        ("lease-name", &lease_name),
+    ] {
+        if v.trim().is_empty() {
+            return Err(format!("--{flag} must not be empty"));
+        }
+    }
+    leader.validate()?;
     Ok(if sub == "run" {
         Command::Run(RunArgs {
             manifests,
@@ -199,10 +305,17 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             leader_elect,
             lease_namespace,
             lease_name,
+            leader,
+            ownership,
             kube,
         })
     } else {
-        Command::Plan(PlanArgs { manifests, kube })
+        Command::Plan(PlanArgs {
+            manifests,
+            timeout,
+            ownership,
+            kube,
+        })
     })
 }
 
@@ -237,7 +350,8 @@ mod tests {
         let Ok(Command::Run(r)) = p(
             "run --manifests m --once --timeout 2s --workers 4 --server http://x \
              --context c --kubeconfig k --qps 0 --burst 7 --resync 1m --health-addr 127.0.0.1:0 \
-             --leader-elect --lease-namespace ns --lease-name n",
+             --leader-elect --lease-namespace ns --lease-name n --label-key a.example/m \
+             --adopt --allow-empty",
         ) else {
             panic!("not a run command");
         };
@@ -254,6 +368,28 @@ mod tests {
             (r.lease_namespace.as_str(), r.lease_name.as_str()),
             ("ns", "n")
         );
+        assert_eq!(r.ownership.label_key, "a.example/m");
+        assert!(r.ownership.adopt && r.ownership.allow_empty);
+    }
+
+    #[test]
+    fn label_key_default_validation_and_the_upstream_warning() {
+        let Ok(Command::Plan(pl)) = p("plan --manifests m") else {
+            panic!("not plan")
+        };
+        assert_eq!(pl.ownership.label_key, DEFAULT_LABEL_KEY);
+        assert!(!pl.ownership.adopt && !pl.ownership.allow_empty);
+        assert!(pl.ownership.upstream_key_warning().is_none());
+        assert!(p("run --manifests m --label-key Bad/Key").is_err());
+        assert!(p("run --manifests m --label-key example.k8s.io/x")
+            .unwrap_err()
+            .contains("reserved"));
+        let Ok(Command::Run(r)) = p(&format!(
+            "run --manifests m --label-key {AUTO_MANAGED_LABEL}"
+        )) else {
+            panic!("upstream's key is allowed, with a warning")
+        };
+        assert!(r.ownership.upstream_key_warning().is_some());
     }
 
     #[test]
@@ -282,6 +418,38 @@ mod tests {
         assert!(p("run --manifests m --bogus").is_err());
         assert!(p("frobnicate").is_err());
         assert!(p("run --manifests m --qps -1").is_err());
+        assert!(p("run --manifests m --lease-namespace=")
+            .unwrap_err()
+            .contains("--lease-namespace must not be empty"));
+        assert!(p("run --manifests m --lease-name=")
+            .unwrap_err()
+            .contains("--lease-name must not be empty"));
+        assert!(
+            p("run --manifests m --leader-elect-renew-deadline 20s")
+                .unwrap_err()
+                .contains("renew deadline"),
+            "renew deadline past the lease duration"
+        );
+    }
+
+    #[test]
+    fn plan_timeout_and_leader_timings() {
+        let Ok(Command::Plan(pl)) = p("plan --manifests m") else {
+            panic!("not plan")
+        };
+        assert_eq!(pl.timeout, Duration::from_secs(30));
+        let Ok(Command::Plan(pl)) = p("plan --manifests m --timeout 2s") else {
+            panic!("not plan")
+        };
+        assert_eq!(pl.timeout, Duration::from_secs(2));
+        let Ok(Command::Run(r)) = p("run --manifests m --leader-elect-lease-duration 2s \
+             --leader-elect-renew-deadline 1200ms --leader-elect-retry-period 200ms")
+        else {
+            panic!("not run")
+        };
+        assert_eq!(r.leader.lease_duration, Duration::from_secs(2));
+        assert_eq!(r.leader.renew_deadline, Duration::from_millis(1200));
+        assert_eq!(r.leader.retry_period, Duration::from_millis(200));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! turns it off when the server does flow control; so do we, unless told otherwise.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ureq::http::HeaderMap;
 
@@ -20,6 +20,9 @@ pub(crate) const FLOW_CONTROL_HEADERS: [&str; 2] = [
     "X-Kubernetes-PF-FlowSchema-UID",
     "X-Kubernetes-PF-PriorityLevel-UID",
 ];
+
+/// How often a caller waiting for a token checks whether it should give up.
+const CANCEL_CHECK: Duration = Duration::from_millis(20);
 
 /// No answer seen yet: the bucket applies (its burst covers a start's first requests).
 const UNDECIDED: u8 = 0;
@@ -61,14 +64,24 @@ impl RequestLimiter {
         }
     }
 
-    /// Blocks until the next request may go out.
-    pub(crate) fn acquire(&self) {
+    /// Blocks until the next request may go out, or until `cancelled` says to give up
+    /// (checked every few milliseconds, so a stop is never stuck behind a tiny `qps`);
+    /// `false` then.
+    pub(crate) fn acquire(&self, cancelled: impl Fn() -> bool) -> bool {
         if self.mode.load(Ordering::Relaxed) == OFF {
-            return;
+            return true;
         }
         let wait = self.bucket.reserve(Instant::now());
-        if !wait.is_zero() {
-            std::thread::sleep(wait);
+        let until = crate::runtime::clock::deadline_after(Instant::now(), wait);
+        loop {
+            if cancelled() {
+                return false;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(CANCEL_CHECK));
         }
     }
 
@@ -162,6 +175,22 @@ mod tests {
             l.observe(&HeaderMap::new());
             assert!(!l.is_limited());
         }
+    }
+
+    #[test]
+    fn a_cancelled_wait_for_a_token_gives_up() {
+        let mut c = config(0.001, false);
+        c.burst = 1;
+        let l = RequestLimiter::new(&c);
+        assert!(l.acquire(|| false), "the burst is free");
+        let started = Instant::now();
+        let calls = std::cell::Cell::new(0);
+        let cancelled = || {
+            calls.set(calls.get() + 1);
+            calls.get() > 2
+        };
+        assert!(!l.acquire(cancelled), "a 1000 s wait ends when cancelled");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

@@ -5,6 +5,18 @@ use std::collections::{HashMap, HashSet};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::decision::Desired;
+use crate::runtime::clock::deadline_after;
+
+/// How one sync of a name ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Done: the name counts as synced once.
+    Synced,
+    /// Failed; it is retried with backoff.
+    Failed(String),
+    /// A guard holds it (not ours, empty set): not retried until something changes.
+    Blocked(String),
+}
 
 /// The controller's bookkeeping, shared by registration calls and workers.
 #[derive(Default)]
@@ -17,6 +29,8 @@ pub(crate) struct State {
     at_start: RwLock<Option<HashSet<String>>>,
     /// Last failure per name, cleared on success (for `--once` reports).
     failures: Mutex<HashMap<String, String>>,
+    /// Names a guard holds, with why; cleared by any other outcome.
+    blocked: Mutex<HashMap<String, String>>,
     /// Notified after every sync outcome so waiters re-check convergence.
     progress: Condvar,
     progress_lock: Mutex<()>,
@@ -36,6 +50,11 @@ impl State {
     /// The desired entry for a name.
     pub(crate) fn desired(&self, name: &str) -> Option<Desired> {
         self.desired.read().get(name).cloned()
+    }
+
+    /// Whether nothing at all is desired (the empty-set guard's input).
+    pub(crate) fn desired_is_empty(&self) -> bool {
+        self.desired.read().is_empty()
     }
 
     /// Every desired name.
@@ -91,10 +110,32 @@ impl State {
         names
     }
 
-    /// Records a sync outcome and wakes convergence waiters.
-    pub(crate) fn record_outcome(&self, name: &str, outcome: Result<(), String>) {
+    /// `(converged, total)` over the same names as [`unsynced`](Self::unsynced), counted
+    /// without copying names (for `--once`'s progress lines).
+    pub(crate) fn progress(&self, managed: impl Fn(&str) -> bool) -> (usize, usize) {
+        let desired = self.desired.read();
+        let at_start = self.at_start.read();
+        let synced = self.synced_once.lock();
+        let left_over = at_start
+            .iter()
+            .flatten()
+            .filter(|n| !desired.contains_key(*n) && managed(n));
+        let (mut done, mut total) = (0, 0);
+        for n in desired.keys().chain(left_over) {
+            total += 1;
+            if synced.contains(n) {
+                done += 1;
+            }
+        }
+        (done, total)
+    }
+
+    /// Records a sync outcome and wakes convergence waiters; returns whether a name
+    /// just became blocked for this reason (so the caller warns once, not per event).
+    pub(crate) fn record_outcome(&self, name: &str, outcome: Outcome) -> bool {
+        let mut newly_blocked = false;
         match outcome {
-            Ok(()) => {
+            Outcome::Synced => {
                 // Most outcomes are repeats (a watch event for our own write): no new String.
                 let mut synced = self.synced_once.lock();
                 if !synced.contains(name) {
@@ -102,13 +143,26 @@ impl State {
                 }
                 drop(synced);
                 self.failures.lock().remove(name);
+                self.blocked.lock().remove(name);
             }
-            Err(e) => {
+            Outcome::Failed(e) => {
                 self.failures.lock().insert(name.to_string(), e);
+                self.blocked.lock().remove(name);
+            }
+            Outcome::Blocked(why) => {
+                let previous = self.blocked.lock().insert(name.to_string(), why.clone());
+                newly_blocked = previous.as_deref() != Some(why.as_str());
+                self.failures.lock().insert(name.to_string(), why);
             }
         }
         let _guard = self.progress_lock.lock();
         self.progress.notify_all();
+        newly_blocked
+    }
+
+    /// Whether a guard holds `name` (its last outcome was [`Outcome::Blocked`]).
+    pub(crate) fn is_blocked(&self, name: &str) -> bool {
+        self.blocked.lock().contains_key(name)
     }
 
     /// The last failure recorded for a name.
@@ -128,7 +182,10 @@ impl State {
                 return true;
             }
             // Also wakes on a timer: cache sync is not a sync outcome.
-            let step = std::time::Instant::now() + std::time::Duration::from_millis(100);
+            let step = deadline_after(
+                std::time::Instant::now(),
+                std::time::Duration::from_millis(100),
+            );
             if self
                 .progress
                 .wait_until(&mut guard, step.min(deadline))
@@ -175,12 +232,26 @@ mod tests {
             "a once; unmanaged u left out"
         );
         assert_eq!(s.unsynced(managed, 1).len(), 1);
-        s.record_outcome("a", Ok(()));
-        s.record_outcome("m", Err("boom".into()));
+        assert_eq!(s.progress(managed), (0, 3));
+        s.record_outcome("a", Outcome::Synced);
+        s.record_outcome("m", Outcome::Failed("boom".into()));
         assert_eq!(s.unsynced(managed, usize::MAX), ["b", "m"]);
+        assert_eq!(s.progress(managed), (1, 3));
         assert_eq!(s.failure("m").as_deref(), Some("boom"));
-        s.record_outcome("b", Ok(()));
-        s.record_outcome("m", Ok(()));
+        assert!(s.record_outcome("b", Outcome::Blocked("not ours".into())));
+        assert!(
+            !s.record_outcome("b", Outcome::Blocked("not ours".into())),
+            "once per reason"
+        );
+        assert!(s.is_blocked("b"));
+        assert_eq!(
+            s.unsynced(managed, usize::MAX),
+            ["b", "m"],
+            "blocked is not synced"
+        );
+        s.record_outcome("b", Outcome::Synced);
+        assert!(!s.is_blocked("b"));
+        s.record_outcome("m", Outcome::Synced);
         assert!(s.unsynced(managed, 1).is_empty());
         assert_eq!(s.failure("m"), None, "success clears the last failure");
     }

@@ -17,7 +17,7 @@ use super::http::{self, Conn, Request, Response};
 use super::kinds::{self, Kind};
 use super::requestlog::{RequestLog, RequestRecord};
 use super::store::Store;
-use super::{admin, discovery, rest, watch};
+use super::{admin, discovery, managedfields, rest, watch};
 
 /// State shared by every connection thread.
 pub(crate) struct Shared {
@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     pub(crate) bookmark_interval: Duration,
     /// Send API Priority and Fairness headers on API answers.
     pub(crate) flow_control: bool,
+    /// kube-apiserver mode's controller, when on.
+    pub(crate) kas: Option<super::kas::KubeApiserver>,
     pub(crate) stopping: AtomicBool,
     conns: Mutex<HashMap<u64, TcpStream>>,
     next_conn: AtomicU64,
@@ -67,7 +69,7 @@ impl Shared {
         tls: Option<Arc<rustls::ServerConfig>>,
         addr: SocketAddr,
         bookmark_interval: Duration,
-        flow_control: bool,
+        kas: Option<super::kas::KubeApiserver>,
     ) -> Self {
         Shared {
             store,
@@ -77,7 +79,9 @@ impl Shared {
             tls,
             addr,
             bookmark_interval,
-            flow_control,
+            // Every kube-apiserver since 1.20 does flow control; the Builder may say otherwise.
+            flow_control: true,
+            kas,
             stopping: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
@@ -294,7 +298,16 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         code: 0,
         time: received,
         body: serde_json::from_slice(&req.body).ok(),
+        user_agent: req.header("user-agent").map(str::to_string),
+        field_manager: req.query("fieldManager").map(str::to_string),
+        uid_precondition: None,
     };
+    rec.uid_precondition = rec
+        .body
+        .as_ref()
+        .and_then(|b| b.pointer("/preconditions/uid"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let authorized = match &shared.token {
         None => true,
         Some(t) => req
@@ -382,7 +395,8 @@ fn resource_verb(
         "list" => rest::list(store, kind, namespace, req),
         "create" if namespace.is_none() && kind.namespaced => Err(errors::path_not_found()),
         "create" => {
-            let (resp, obj) = rest::create(store, kind, ns, req)?;
+            let manager = managedfields::manager_of(req, verb)?;
+            let (resp, obj) = rest::create(store, kind, ns, req, &manager)?;
             // generateName: the stored name is known only now.
             rec.name = obj
                 .pointer("/metadata/name")
@@ -390,8 +404,14 @@ fn resource_verb(
                 .map(str::to_string);
             Ok(resp)
         }
-        "update" => rest::update(store, kind, ns, name, status_only, req),
-        "patch" => rest::patch(store, kind, ns, name, status_only, req),
+        "update" => {
+            let manager = managedfields::manager_of(req, verb)?;
+            rest::update(store, kind, ns, name, status_only, req, &manager)
+        }
+        "patch" => {
+            let manager = managedfields::manager_of(req, verb)?;
+            rest::patch(store, kind, ns, name, status_only, req, &manager)
+        }
         "delete" if status_only => Err(errors::method_not_allowed("DELETE")),
         "delete" => rest::delete(store, kind, ns, name, req),
         _ => Err(errors::method_not_allowed(&req.method)),
@@ -427,9 +447,14 @@ fn serve_watch(
 }
 
 impl Shared {
-    /// Simulates an API server restart: every connection and watch drops, data stays.
+    /// Simulates an API server restart: every connection and watch drops, data stays; in
+    /// kube-apiserver mode its autoregister starts afresh (built-ins re-created) before this returns.
     pub(crate) fn restart(&self, rv: super::store::RvChange) {
         self.store.restart(rv);
         self.drop_connections();
+        if let Some(kas) = &self.kas {
+            let epoch = self.store.state.lock().epoch;
+            kas.wait_pass(epoch);
+        }
     }
 }

@@ -2,11 +2,10 @@
 //! worked: a file that stops parsing keeps the objects it last contributed.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::parse::duplicate_error;
-use super::{manifest_files, parse_file, Manifest, ManifestError};
+use super::{manifest_files, parse_file, read_manifest, Manifest, ManifestError};
 use crate::controller::Desired;
 
 /// The outcome of reading PATH.
@@ -22,14 +21,17 @@ pub struct Reload {
 #[derive(Debug)]
 pub struct ManifestSet {
     path: PathBuf,
+    label_key: String,
     files: BTreeMap<PathBuf, Vec<Manifest>>,
 }
 
 impl ManifestSet {
-    /// An empty set for PATH; nothing is read until [`reload`](Self::reload).
-    pub fn new(path: impl Into<PathBuf>) -> ManifestSet {
+    /// An empty set for PATH whose modes come from `label_key` (see [`parse_file`]);
+    /// nothing is read until [`reload`](Self::reload).
+    pub fn new(path: impl Into<PathBuf>, label_key: &str) -> ManifestSet {
         ManifestSet {
             path: path.into(),
+            label_key: label_key.to_string(),
             files: BTreeMap::new(),
         }
     }
@@ -58,9 +60,9 @@ impl ManifestSet {
         let candidates: Vec<(PathBuf, Vec<Manifest>)> = files
             .into_iter()
             .map(|file| {
-                let parsed = fs::read_to_string(&file)
-                    .map_err(|e| vec![ManifestError::file(&file, format!("cannot read: {e}"))])
-                    .and_then(|text| parse_file(&file, &text));
+                let parsed = read_manifest(&file)
+                    .map_err(|e| vec![ManifestError::file(&file, e)])
+                    .and_then(|text| parse_file(&file, &text, &self.label_key));
                 let manifests = match parsed {
                     Ok(manifests) => manifests,
                     Err(errs) => {
@@ -135,8 +137,8 @@ impl ManifestSet {
 }
 
 /// Reads PATH once; any error fails the whole load (for `plan` and start-up).
-pub fn load(path: &Path) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>> {
-    let reload = ManifestSet::new(path).reload();
+pub fn load(path: &Path, label_key: &str) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>> {
+    let reload = ManifestSet::new(path, label_key).reload();
     if reload.errors.is_empty() {
         Ok(reload.desired)
     } else {
@@ -147,7 +149,19 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::DEFAULT_LABEL_KEY;
     use crate::controller::manifests::testutil::TempDir;
+    use std::fs;
+
+    impl ManifestSet {
+        fn default_key(path: impl Into<PathBuf>) -> ManifestSet {
+            ManifestSet::new(path, DEFAULT_LABEL_KEY)
+        }
+    }
+
+    fn load(path: &Path) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>> {
+        super::load(path, DEFAULT_LABEL_KEY)
+    }
 
     fn svc(name: &str, group: &str) -> String {
         format!(
@@ -163,7 +177,7 @@ mod tests {
     fn parse_error_keeps_last_good_objects() {
         let d = TempDir::new("set-keep");
         d.write("a.yaml", &svc("v1.a", "a"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         assert!(set.reload().errors.is_empty());
         d.write("a.yaml", &format!("{}  oops: [\n", svc("v1.a", "changed")));
         let r = set.reload();
@@ -184,7 +198,7 @@ mod tests {
     fn new_file_that_fails_contributes_nothing() {
         let d = TempDir::new("set-newbad");
         d.write("a.yaml", &svc("v1.a", "a"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         set.reload();
         d.write(
             "b.yaml",
@@ -201,7 +215,7 @@ mod tests {
         let d = TempDir::new("set-removed");
         d.write("a.yaml", &svc("v1.a", "a"));
         let b = d.write("b.yaml", &svc("v1.b", "b"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         assert_eq!(names(&set.reload().desired), ["v1.a", "v1.b"]);
         fs::remove_file(b).unwrap();
         let r = set.reload();
@@ -215,7 +229,7 @@ mod tests {
         let sub = d.path("m");
         fs::create_dir(&sub).unwrap();
         fs::write(sub.join("a.yaml"), svc("v1.a", "a")).unwrap();
-        let mut set = ManifestSet::new(&sub);
+        let mut set = ManifestSet::default_key(&sub);
         set.reload();
         fs::remove_dir_all(&sub).unwrap();
         let r = set.reload();
@@ -265,7 +279,7 @@ mod tests {
         // b.yaml owns v1.x; a.yaml, first by name, later declares it too.
         d.write("a.yaml", &svc("v1.a", "a"));
         d.write("b.yaml", &svc("v1.x", "from-b"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         assert!(set.reload().errors.is_empty());
         d.write(
             "a.yaml",
@@ -292,7 +306,7 @@ mod tests {
     fn moving_an_object_between_files() {
         let d = TempDir::new("set-move");
         d.write("a.yaml", &svc("v1.x", "x"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         set.reload();
         d.write("b.yaml", &svc("v1.x", "x"));
         d.write("a.yaml", "");
@@ -307,7 +321,7 @@ mod tests {
     fn unreadable_file_is_reported_and_keeps_last_good() {
         let d = TempDir::new("set-unread");
         d.write("a.yaml", &svc("v1.a", "a"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         set.reload();
         fs::write(d.path("a.yaml"), [0xff, 0xfe, 0x00]).unwrap();
         let r = set.reload();

@@ -1,0 +1,296 @@
+//! Driving the real `autoregister` binary in tests: scratch folders, the process and its
+//! log, signals, waiting on conditions, and manifests / stored objects to compare.
+//!
+//! Use with `#[path = "support/binary.rs"] mod binary;` from a test crate built with the
+//! `testing` feature.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use autoregister::testserver::{RequestRecord, TestServer};
+use serde_json::{json, Value};
+
+/// How long a condition may take before the test fails; generous for a loaded 2-core machine.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Polls `f` until it holds or `WAIT` passes; returns its last answer.
+pub fn wait_until(f: impl FnMut() -> bool) -> bool {
+    wait_until_for(WAIT, f)
+}
+
+/// Polls `f` until it holds or `timeout` passes; returns its last answer.
+pub fn wait_until_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// A scratch directory with a `manifests/` folder, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// A fresh directory; `tag` keeps parallel tests apart.
+    pub fn new(tag: &str) -> Scratch {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir =
+            std::env::temp_dir().join(format!("autoregister-bin-{}-{tag}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("manifests")).unwrap();
+        Scratch(dir)
+    }
+
+    /// The manifests folder.
+    pub fn manifests(&self) -> PathBuf {
+        self.0.join("manifests")
+    }
+
+    /// Writes `file` in the manifests folder atomically (write, then rename).
+    pub fn write(&self, file: &str, text: &str) {
+        let tmp = self.0.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, self.manifests().join(file)).unwrap();
+    }
+
+    /// Removes `file` from the manifests folder.
+    pub fn remove(&self, file: &str) {
+        std::fs::remove_file(self.manifests().join(file)).unwrap();
+    }
+
+    /// A kubeconfig for `server`.
+    pub fn kubeconfig(&self, server: &TestServer) -> PathBuf {
+        let path = self.0.join("kubeconfig");
+        server.write_kubeconfig(&path).unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One APIService manifest (YAML) named `v1.<group>`, with `labels` as given.
+pub fn manifest(group: &str, labels: &[(&str, &str)], version_priority: i64) -> String {
+    let labels = if labels.is_empty() {
+        String::new()
+    } else {
+        let mut s = "  labels:\n".to_string();
+        for (k, v) in labels {
+            s.push_str(&format!("    {k}: \"{v}\"\n"));
+        }
+        s
+    };
+    format!(
+        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.{group}\n{labels}spec:\n  \
+         group: {group}\n  version: v1\n  groupPriorityMinimum: 100\n  versionPriority: {version_priority}\n  \
+         service:\n    namespace: ns\n    name: svc\n    port: 443\n  insecureSkipTLSVerify: true\n"
+    )
+}
+
+/// The object the server would hold for `manifest(group, labels, priority)`, for seeding.
+pub fn object(group: &str, labels: &[(&str, &str)], version_priority: i64) -> Value {
+    let mut v = json!({
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": format!("v1.{group}")},
+        "spec": {
+            "group": group, "version": "v1", "groupPriorityMinimum": 100,
+            "versionPriority": version_priority,
+            "service": {"namespace": "ns", "name": "svc", "port": 443},
+            "insecureSkipTLSVerify": true
+        }
+    });
+    if !labels.is_empty() {
+        let map: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        v["metadata"]["labels"] = Value::Object(map);
+    }
+    v
+}
+
+/// The object stored under `name`.
+pub fn stored(server: &TestServer, name: &str) -> Option<Value> {
+    server.get_object("apiservices", None, name)
+}
+
+/// The stored object's UID.
+pub fn uid(server: &TestServer, name: &str) -> Option<String> {
+    stored(server, name).and_then(|o| o["metadata"]["uid"].as_str().map(str::to_string))
+}
+
+/// Whether a logged request is a write (create, update, patch, delete).
+pub fn is_write(r: &RequestRecord) -> bool {
+    matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete")
+}
+
+/// Writes the server logged for `name`, as `verb code`.
+pub fn writes(server: &TestServer, name: &str) -> Vec<String> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.name.as_deref() == Some(name) && is_write(r))
+        .map(|r| format!("{} {}", r.verb, r.code))
+        .collect()
+}
+
+/// The running binary, its stdout and stderr collected by threads.
+pub struct Proc {
+    child: Child,
+    log: Arc<Mutex<String>>,
+    /// How many of the two pipes reached end of file.
+    closed: Arc<AtomicUsize>,
+}
+
+impl Proc {
+    /// Starts the binary with `args` at `RUST_LOG=info`.
+    pub fn spawn(args: &[&str]) -> Proc {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_autoregister"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let closed = Arc::new(AtomicUsize::new(0));
+        for stream in [
+            Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stdout.take().unwrap()),
+        ] {
+            let (log, closed) = (log.clone(), closed.clone());
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    log.lock().unwrap().push_str(&(line + "\n"));
+                }
+                closed.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        Proc { child, log, closed }
+    }
+
+    /// `autoregister <command> --manifests <scratch> --kubeconfig <for server> <extra>`.
+    pub fn command(command: &str, server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
+        let kc = scratch.kubeconfig(server);
+        let manifests = scratch.manifests();
+        let mut args = vec![
+            command,
+            "--manifests",
+            manifests.to_str().unwrap(),
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        Proc::spawn(&args)
+    }
+
+    /// `autoregister run ...` (see [`command`](Self::command)).
+    pub fn run(server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
+        Proc::command("run", server, scratch, extra)
+    }
+
+    /// `autoregister run --manifests <scratch> --kubeconfig <kubeconfig> <extra>`.
+    pub fn run_with_kubeconfig(kubeconfig: &Path, scratch: &Scratch, extra: &[&str]) -> Proc {
+        let manifests = scratch.manifests();
+        let mut args = vec![
+            "run",
+            "--manifests",
+            manifests.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        Proc::spawn(&args)
+    }
+
+    /// Everything printed so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits until the log shows `needle`; fails the test otherwise.
+    pub fn wait_log(&self, needle: &str) {
+        assert!(
+            wait_until(|| self.log().contains(needle)),
+            "log never showed {needle:?}:\n{}",
+            self.log()
+        );
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Polls for exit; the exit code, or `None` while still running after `timeout`.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status.code().unwrap_or(-1));
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits (at most 5 s) until both pipes are closed, so the log is complete.
+    pub fn drain(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.closed.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits for exit; returns the code and everything it printed.
+    pub fn wait_exit(mut self, timeout: Duration) -> (i32, String) {
+        match self.wait_for_exit(timeout) {
+            Some(code) => {
+                self.drain();
+                (code, self.log())
+            }
+            None => {
+                let _ = self.child.kill();
+                panic!("did not exit within {timeout:?}:\n{}", self.log());
+            }
+        }
+    }
+
+    /// Sends `signal` (e.g. `TERM`, `STOP`, `CONT`).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    pub fn terminate(self) -> (i32, String) {
+        self.signal("TERM");
+        self.wait_exit(Duration::from_secs(10))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
