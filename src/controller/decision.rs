@@ -869,10 +869,9 @@ mod tests {
         let own = Ownership::default();
         let d = desired(SyncMode::Always);
         let mut curr = cached(None, "stale");
-        curr.metadata.extra.insert(
-            "managedFields".into(),
-            json!([{"manager": "helm", "operation": "Update", "time": "2026-01-01T00:00:00Z"}]),
-        );
+        curr.metadata.managed_fields = Some(crate::api::RawJson::from_value(&json!([
+            {"manager": "helm", "operation": "Update", "time": "2026-01-01T00:00:00Z"}
+        ])));
         let got = decide(&own, &facts(Some(&d), &curr, false, false));
         let Action::Blocked(why) = &got.action else {
             panic!("expected blocked: {got:?}");
