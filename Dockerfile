@@ -8,19 +8,21 @@
 # Same toolchain as development (rust-version in Cargo.toml is the floor).
 ARG RUST_VERSION=1.95
 FROM rust:${RUST_VERSION}-bookworm AS build
+# As `make static`: musl, statically linked. ring compiles a little C, with musl-gcc.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends musl-tools \
+ && rm -rf /var/lib/apt/lists/* \
+ && rustup target add x86_64-unknown-linux-musl
 WORKDIR /src
 # Cargo.toml names the benches and examples, so they must exist for cargo to read it.
 COPY Cargo.toml Cargo.lock ./
 COPY src src
 COPY benches benches
 COPY examples examples
-# As `make static`: glibc static-pie. Static glibc still resolves names listed in
-# /etc/hosts (which the kubelet mounts) without NSS modules; in a cluster the API server
-# is reached by IP (KUBERNETES_SERVICE_HOST) anyway.
 ENV CARGO_TARGET_DIR=/target
-RUN RUSTFLAGS="-C target-feature=+crt-static" \
-    cargo build --release --locked --target x86_64-unknown-linux-gnu --bin autoregister \
- && cp /target/x86_64-unknown-linux-gnu/release/autoregister /autoregister \
+RUN CC_x86_64_unknown_linux_musl=musl-gcc \
+    cargo build --release --locked --target x86_64-unknown-linux-musl --bin autoregister \
+ && cp /target/x86_64-unknown-linux-musl/release/autoregister /autoregister \
  && /autoregister version
 
 FROM scratch

@@ -2,12 +2,14 @@
 //!
 //! ```text
 //! autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR]
-//!                         [--token TOKEN] [--history N]
+//!                         [--token TOKEN] [--history N] [--no-flow-control]
 //!                         [--kube-apiserver [--crd-group GROUP/VERSION]...]
 //! ```
 //!
 //! Prints its URL as the first line of stdout once it accepts connections and serves until
 //! SIGTERM/SIGINT. Faults, the request log and seeding are under `/_testserver/`.
+//! `--no-flow-control` leaves out the API Priority and Fairness headers (an old or proxied
+//! API server).
 //! `--kube-apiserver` plays kube-apiserver: built-in APIServices and its own autoregister
 //! rules for the kube-aggregator label; `--crd-group` adds a CRD group it keeps registered.
 
@@ -17,7 +19,7 @@ use std::process::ExitCode;
 
 use autoregister::testserver::TestServer;
 
-const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--token TOKEN] [--history N] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
+const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--token TOKEN] [--history N] [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
 
 struct Args {
     addr: String,
@@ -25,6 +27,7 @@ struct Args {
     tls_dir: Option<PathBuf>,
     token: Option<String>,
     history: Option<usize>,
+    flow_control: bool,
     kube_apiserver: bool,
     crd_groups: Vec<(String, String)>,
 }
@@ -37,6 +40,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         tls_dir: None,
         token: None,
         history: None,
+        flow_control: true,
         kube_apiserver: false,
         crd_groups: Vec::new(),
     };
@@ -48,6 +52,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("tls-dir") => args.tls_dir = Some(parser.value()?.into()),
             Long("token") => args.token = Some(parser.value()?.string()?),
             Long("history") => args.history = Some(parser.value()?.parse()?),
+            Long("no-flow-control") => args.flow_control = false,
             Long("kube-apiserver") => args.kube_apiserver = true,
             Long("crd-group") => {
                 let gv = parser.value()?.string()?;
@@ -92,7 +97,8 @@ fn main() -> ExitCode {
     };
     let mut builder = TestServer::builder()
         .addr(args.addr.clone())
-        .tls(args.tls_dir.is_some());
+        .tls(args.tls_dir.is_some())
+        .flow_control(args.flow_control);
     if let Some(t) = &args.token {
         builder = builder.token(t.clone());
     }

@@ -38,7 +38,8 @@ flags (run and plan):
   --kubeconfig FILE        default: $KUBECONFIG, else ~/.kube/config, else in-cluster
   --context NAME           default: the kubeconfig's current-context
   --server URL             overrides the kubeconfig's server
-  --qps F                  client-side requests/s, >= 0; 0 = off (default 50)
+  --qps F                  client-side requests/s, >= 0; 0 = off (default: none against a
+                           server with API Priority and Fairness, else 50)
   --burst N                client-side burst, >= 1 (default 100)
   --label-key KEY          the ownership label (default autoregister.dev/automanaged); one
                            instance or leader-elected group per key

@@ -42,17 +42,22 @@ impl Log for Capped {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`): `TIME LEVEL message`, and at
-/// `debug`/`trace` `TIME LEVEL target: message` so our lines stand apart from rustls/ureq;
-/// the wire-dumping targets never below debug.
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`): `TIME LEVEL message` with
+/// millisecond times, and at `debug`/`trace` `TIME LEVEL target: message` with microsecond
+/// times, so our lines stand apart from rustls/ureq; the wire-dumping targets never below
+/// debug.
 pub fn init() {
     use std::io::Write as _;
     let logger =
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
             // Our own UTC timestamp: env_logger's costs a date-time crate (~100 KB).
+            // Microseconds, as klog writes them: a start-up or a convergence is read off
+            // the log in milliseconds.
             .format(|buf, record| {
-                let now = log_time(std::time::SystemTime::now());
+                let now = std::time::SystemTime::now();
                 if log::max_level() >= LevelFilter::Debug {
+                    // Debug is for finding where time goes (BENCH_LOG): microseconds.
+                    let now = autoregister::api::time::format_rfc3339_micro(now);
                     writeln!(
                         buf,
                         "{now} {:5} {}: {}",
@@ -61,6 +66,7 @@ pub fn init() {
                         record.args()
                     )
                 } else {
+                    let now = log_time(now);
                     writeln!(buf, "{now} {:5} {}", record.level(), record.args())
                 }
             })

@@ -11,8 +11,8 @@ use parking_lot::Mutex;
 
 use super::{Deduper, EventReason, DEDUP_WINDOW};
 use crate::api::{time, APIService, Event, ObjectMeta, ObjectReference, Resource};
-use crate::client::ratelimit::TokenBucket;
 use crate::client::{Api, Client};
+use crate::token_bucket::TokenBucket;
 
 /// `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "autoregister";
@@ -193,7 +193,7 @@ impl std::fmt::Debug for EventRecorder {
 
 impl Shared {
     fn write_loop(&self) {
-        let bucket = TokenBucket::new(EVENTS_QPS, EVENTS_BURST);
+        let bucket = TokenBucket::new(f64::from(EVENTS_QPS), EVENTS_BURST, Instant::now());
         let mut warned = false;
         loop {
             let (reason, event) = select! {
