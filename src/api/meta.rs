@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::extra::deserialize_keeping_extra;
+
 /// `metav1.ObjectMeta`: the fields the controller reads, plus everything else verbatim.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
     /// Object name, unique per kind (and namespace).
@@ -46,7 +48,7 @@ pub struct ObjectMeta {
     pub extra: Map<String, Value>,
 }
 
-/// A JSON value kept as its compact text and written back unchanged.
+/// A JSON value kept as its text (as the server sent it) and written back unchanged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawJson(Box<str>);
 
@@ -77,11 +79,25 @@ impl Serialize for RawJson {
 
 impl<'de> Deserialize<'de> for RawJson {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // The tree lives only while the text is made (ObjectMeta's flatten buffers the
-        // field anyway, so a borrowed RawValue is not available here).
-        Ok(RawJson::from_value(&Value::deserialize(d)?))
+        // The text as it came, no tree built (the server sends it compact). This needs a
+        // serde_json deserializer all the way down: no `#[serde(flatten)]` around it.
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        Ok(RawJson(raw.into()))
     }
 }
+
+deserialize_keeping_extra!(ObjectMeta {
+    "name" => name,
+    "namespace" => namespace,
+    "uid" => uid,
+    "resourceVersion" => resource_version,
+    "generation" => generation,
+    "creationTimestamp" => creation_timestamp,
+    "deletionTimestamp" => deletion_timestamp,
+    "labels" => labels,
+    "annotations" => annotations,
+    "managedFields" => managed_fields,
+});
 
 impl ObjectMeta {
     /// Metadata with only a name.

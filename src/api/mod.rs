@@ -1,6 +1,7 @@
 //! API types: the Kubernetes objects this program reads and writes.
 
 mod apiservice;
+mod extra;
 mod label;
 mod lease;
 mod meta;

@@ -130,9 +130,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             return Ok(());
         }
         Action::Error(message) => ("error", Err(SyncError::Decision(message))),
-        Action::Create(obj) => ("create", write(cx.api.create(&obj).map(drop))),
-        Action::Update(obj) => ("update", write(cx.api.update(&obj).map(drop))),
-        Action::Adopt(obj) => ("adopt", write(cx.api.update(&obj).map(drop))),
+        Action::Create(obj) => ("create", write(cx.api.create_unread(&obj))),
+        Action::Update(obj) => ("update", write(cx.api.update_unread(&obj))),
+        Action::Adopt(obj) => ("adopt", write(cx.api.update_unread(&obj))),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
                 uid: Some(uid),
