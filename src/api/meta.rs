@@ -1,11 +1,10 @@
 //! Object metadata shared by every Kubernetes kind (`metav1.ObjectMeta`, `ListMeta`).
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::extra::deserialize_keeping_extra;
+use super::StringMap;
 
 /// `metav1.ObjectMeta`: the fields the controller reads, plus everything else verbatim.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -34,10 +33,10 @@ pub struct ObjectMeta {
     pub deletion_timestamp: Option<String>,
     /// Labels; the controller's ownership label marks managed objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub labels: Option<BTreeMap<String, String>>,
+    pub labels: Option<StringMap>,
     /// Annotations, kept verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<BTreeMap<String, String>>,
+    pub annotations: Option<StringMap>,
     /// `managedFields`, kept verbatim as compact JSON text: as a `Value` tree it was most of
     /// a cached object (8.8 KB per APIService instead of ~2 KB), for a field read only to
     /// name who wrote an object we do not own.
@@ -151,7 +150,7 @@ impl ObjectMeta {
     /// Sets label `key` to `value`.
     pub fn set_label(&mut self, key: &str, value: &str) {
         self.labels
-            .get_or_insert_with(BTreeMap::new)
+            .get_or_insert_with(StringMap::new)
             .insert(key.to_string(), value.to_string());
     }
 }

@@ -7,6 +7,7 @@ mod lease;
 mod meta;
 mod resource;
 mod status;
+mod string_map;
 pub mod time;
 mod watch;
 
@@ -19,4 +20,5 @@ pub use lease::{Lease, LeaseSpec};
 pub use meta::{ListMeta, ObjectList, ObjectMeta, RawJson};
 pub use resource::Resource;
 pub use status::{Status, StatusCause, StatusDetails};
+pub use string_map::StringMap;
 pub use watch::{RawWatchEvent, WatchEvent};
