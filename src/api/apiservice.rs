@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::extra::deserialize_keeping_extra;
 use super::{ObjectMeta, Resource};
 
 /// Upstream's ownership label. On a real cluster it belongs to kube-apiserver, whose own
@@ -18,7 +19,7 @@ pub const AUTO_MANAGED_ON_START: &str = "onstart";
 pub const AUTO_MANAGED_ALWAYS: &str = "true";
 
 /// An APIService; fields the code does not model are kept verbatim in `extra`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct APIService {
     /// `apiregistration.k8s.io/v1`.
@@ -42,7 +43,7 @@ pub struct APIService {
 }
 
 /// `APIServiceSpec`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct APIServiceSpec {
     /// The service that serves this API; none means served locally by kube-apiserver.
@@ -80,7 +81,7 @@ pub struct APIServiceSpec {
 }
 
 /// `ServiceReference`: a service by namespace, name and port.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceReference {
     /// Namespace of the service.
@@ -98,7 +99,7 @@ pub struct ServiceReference {
 }
 
 /// `APIServiceStatus`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct APIServiceStatus {
     /// Current conditions, e.g. `Available`.
@@ -131,6 +132,34 @@ pub struct APIServiceCondition {
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
+
+deserialize_keeping_extra!(APIService {
+    "apiVersion" => api_version,
+    "kind" => kind,
+    "metadata" => metadata,
+    "spec" => spec,
+    "status" => status,
+});
+
+deserialize_keeping_extra!(APIServiceSpec {
+    "service" => service,
+    "group" => group,
+    "version" => version,
+    "insecureSkipTLSVerify" => insecure_skip_tls_verify,
+    "caBundle" => ca_bundle as base64_bytes::Base64,
+    "groupPriorityMinimum" => group_priority_minimum,
+    "versionPriority" => version_priority,
+});
+
+deserialize_keeping_extra!(ServiceReference {
+    "namespace" => namespace,
+    "name" => name,
+    "port" => port,
+});
+
+deserialize_keeping_extra!(APIServiceStatus {
+    "conditions" => conditions,
+});
 
 impl APIService {
     /// An APIService with apiVersion/kind set and the given name and spec.
@@ -193,6 +222,21 @@ mod base64_bytes {
             .decode(text.as_bytes())
             .map(Some)
             .map_err(|e| serde::de::Error::custom(format!("caBundle is not base64: {e}")))
+    }
+
+    /// The field's decoded form, for `deserialize_keeping_extra!`.
+    pub struct Base64(Option<Vec<u8>>);
+
+    impl<'de> Deserialize<'de> for Base64 {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            deserialize(d).map(Base64)
+        }
+    }
+
+    impl From<Base64> for Option<Vec<u8>> {
+        fn from(b: Base64) -> Self {
+            b.0
+        }
     }
 }
 

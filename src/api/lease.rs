@@ -2,13 +2,14 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::extra::deserialize_keeping_extra;
 use super::{time, ObjectMeta, Resource};
 
 /// A Lease; fields the code does not model are kept verbatim in `extra`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Lease {
     /// `coordination.k8s.io/v1`.
@@ -29,7 +30,7 @@ pub struct Lease {
 }
 
 /// `LeaseSpec`: the leader-election record.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseSpec {
     /// Identity of the holder; empty or absent means nobody holds it.
@@ -51,6 +52,21 @@ pub struct LeaseSpec {
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
+
+deserialize_keeping_extra!(Lease {
+    "apiVersion" => api_version,
+    "kind" => kind,
+    "metadata" => metadata,
+    "spec" => spec,
+});
+
+deserialize_keeping_extra!(LeaseSpec {
+    "holderIdentity" => holder_identity,
+    "leaseDurationSeconds" => lease_duration_seconds,
+    "acquireTime" => acquire_time,
+    "renewTime" => renew_time,
+    "leaseTransitions" => lease_transitions,
+});
 
 impl Lease {
     /// A Lease with apiVersion/kind set and the given name and spec.

@@ -1,12 +1,13 @@
 //! Object metadata shared by every Kubernetes kind (`metav1.ObjectMeta`, `ListMeta`).
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::extra::deserialize_keeping_extra;
+use super::StringMap;
+
 /// `metav1.ObjectMeta`: the fields the controller reads, plus everything else verbatim.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
     /// Object name, unique per kind (and namespace).
@@ -32,10 +33,10 @@ pub struct ObjectMeta {
     pub deletion_timestamp: Option<String>,
     /// Labels; the controller's ownership label marks managed objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub labels: Option<BTreeMap<String, String>>,
+    pub labels: Option<StringMap>,
     /// Annotations, kept verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<BTreeMap<String, String>>,
+    pub annotations: Option<StringMap>,
     /// `managedFields`, kept verbatim as compact JSON text: as a `Value` tree it was most of
     /// a cached object (8.8 KB per APIService instead of ~2 KB), for a field read only to
     /// name who wrote an object we do not own.
@@ -46,7 +47,7 @@ pub struct ObjectMeta {
     pub extra: Map<String, Value>,
 }
 
-/// A JSON value kept as its compact text and written back unchanged.
+/// A JSON value kept as its text (as the server sent it) and written back unchanged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawJson(Box<str>);
 
@@ -77,11 +78,25 @@ impl Serialize for RawJson {
 
 impl<'de> Deserialize<'de> for RawJson {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // The tree lives only while the text is made (ObjectMeta's flatten buffers the
-        // field anyway, so a borrowed RawValue is not available here).
-        Ok(RawJson::from_value(&Value::deserialize(d)?))
+        // The text as it came, no tree built (the server sends it compact). This needs a
+        // serde_json deserializer all the way down: no `#[serde(flatten)]` around it.
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        Ok(RawJson(raw.into()))
     }
 }
+
+deserialize_keeping_extra!(ObjectMeta {
+    "name" => name,
+    "namespace" => namespace,
+    "uid" => uid,
+    "resourceVersion" => resource_version,
+    "generation" => generation,
+    "creationTimestamp" => creation_timestamp,
+    "deletionTimestamp" => deletion_timestamp,
+    "labels" => labels,
+    "annotations" => annotations,
+    "managedFields" => managed_fields,
+});
 
 impl ObjectMeta {
     /// Metadata with only a name.
@@ -135,7 +150,7 @@ impl ObjectMeta {
     /// Sets label `key` to `value`.
     pub fn set_label(&mut self, key: &str, value: &str) {
         self.labels
-            .get_or_insert_with(BTreeMap::new)
+            .get_or_insert_with(StringMap::new)
             .insert(key.to_string(), value.to_string());
     }
 }

@@ -2,11 +2,13 @@
 
 mod apiservice;
 mod event;
+mod extra;
 mod label;
 mod lease;
 mod meta;
 mod resource;
 mod status;
+mod string_map;
 pub mod time;
 mod watch;
 
@@ -20,4 +22,5 @@ pub use lease::{Lease, LeaseSpec};
 pub use meta::{ListMeta, ObjectList, ObjectMeta, RawJson};
 pub use resource::Resource;
 pub use status::{Status, StatusCause, StatusDetails};
+pub use string_map::StringMap;
 pub use watch::{RawWatchEvent, WatchEvent};

@@ -225,6 +225,24 @@ impl<K: Resource> Api<K> {
         decode(&body)
     }
 
+    /// Creates `obj` without decoding the stored object the server answers with: the
+    /// controller's writes learn the result from the watch, and decoding each answer was
+    /// a tenth of a create's cost.
+    pub fn create_unread(&self, obj: &K) -> Result<(), Error> {
+        let path = self.with_manager(self.collection_path());
+        self.client
+            .send(Verb::Post, &path, Some(encode_json(obj)?))?;
+        Ok(())
+    }
+
+    /// [`update`](Self::update) without decoding the answer (see [`create_unread`](Self::create_unread)).
+    pub fn update_unread(&self, obj: &K) -> Result<(), Error> {
+        let path = self.with_manager(self.object_path(obj.name())?);
+        self.client
+            .send(Verb::Put, &path, Some(encode_json(obj)?))?;
+        Ok(())
+    }
+
     /// Replaces `obj` (PUT); its `metadata.resourceVersion` makes it conditional.
     pub fn update(&self, obj: &K) -> Result<K, Error> {
         let path = self.with_manager(self.object_path(obj.name())?);

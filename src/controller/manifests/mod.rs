@@ -15,6 +15,7 @@
 mod documents;
 mod error;
 mod files;
+mod json_value;
 mod object;
 mod parse;
 mod reload;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::json_value::JsonValue;
 use super::{documents, object, ManifestError};
 use crate::controller::decision::manifest_mode;
 use crate::controller::Desired;
@@ -118,13 +119,12 @@ pub fn parse_file(
     }
 }
 
-/// Parsed through serde_yaml_ng's own `Value` first: it rejects duplicate keys,
-/// which a direct conversion would silently resolve to the last one. Aliases may
+/// Straight into a JSON value that refuses duplicate keys (see [`JsonValue`]). Aliases may
 /// expand only so far (see `crate::yaml`).
 fn yaml_to_json(text: &str) -> Result<Value, (Option<usize>, String)> {
-    let yaml: serde_yaml_ng::Value =
-        crate::yaml::from_str(text).map_err(|e| (e.line, format!("invalid YAML: {e}")))?;
-    serde_json::to_value(yaml).map_err(|e| (None, format!("unsupported YAML: {e}")))
+    crate::yaml::from_str::<JsonValue>(text)
+        .map(|v| v.0)
+        .map_err(|e| (e.line, format!("invalid YAML: {e}")))
 }
 
 /// Names declared twice in one file.
