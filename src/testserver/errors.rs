@@ -179,6 +179,11 @@ pub(crate) fn bad_request(message: impl Into<String>) -> ApiErr {
     plain(400, "BadRequest", message)
 }
 
+/// 413 RequestEntityTooLarge, as kube-apiserver answers a body over its limit.
+pub(crate) fn too_large(message: impl Into<String>) -> ApiErr {
+    plain(413, "RequestEntityTooLarge", message)
+}
+
 /// 401 Unauthorized.
 pub(crate) fn unauthorized() -> ApiErr {
     plain(401, "Unauthorized", "Unauthorized")

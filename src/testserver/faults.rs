@@ -1,4 +1,5 @@
-//! Fault injection: latency, failing requests, watch cuts, forced 410s, cut bodies, pause.
+//! Fault injection: latency, failing requests, watch cuts, forced 410s, cut or padded
+//! bodies, pause.
 
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ struct FaultState {
     close_watches_after: Option<Duration>,
     expire_next_watches: usize,
     cut_next_responses: usize,
+    pad_next_lists: usize,
+    pad_to_bytes: usize,
     paused: bool,
 }
 
@@ -82,6 +85,14 @@ impl Faults {
     /// The next API answer stops half way through its body and the connection is dropped.
     pub fn cut_next_response(&self) {
         self.state.lock().cut_next_responses += 1;
+    }
+
+    /// The next `count` successful list answers are padded with trailing spaces to
+    /// `to_bytes` (still valid JSON): a server answer larger than a client's limit.
+    pub fn pad_next_lists(&self, count: usize, to_bytes: usize) {
+        let mut s = self.state.lock();
+        s.pad_next_lists = count;
+        s.pad_to_bytes = to_bytes;
     }
 
     /// Accepts connections and reads requests but answers nothing until [`resume`](Self::resume).
@@ -152,6 +163,17 @@ impl Faults {
             true
         } else {
             false
+        }
+    }
+
+    /// The size to pad this list answer to, if it must be (consumes the fault).
+    pub(crate) fn take_pad(&self) -> Option<usize> {
+        let mut s = self.state.lock();
+        if s.pad_next_lists > 0 {
+            s.pad_next_lists -= 1;
+            Some(s.pad_to_bytes)
+        } else {
+            None
         }
     }
 

@@ -7,6 +7,8 @@
 //! are accepted. An object labelled `kube-aggregator.kubernetes.io/automanaged:
 //! onstart` is synced on start, every other one continuously.
 //!
+//! A file over [`MAX_MANIFEST_BYTES`] (16 MiB) is refused without being read whole.
+//!
 //! [`load`] reads PATH once and fails on any error; [`ManifestSet`] re-reads it
 //! while running and keeps a broken file's last good objects.
 
@@ -15,6 +17,7 @@ mod error;
 mod files;
 mod object;
 mod parse;
+mod read;
 mod set;
 #[cfg(test)]
 mod testutil;
@@ -22,4 +25,5 @@ mod testutil;
 pub use error::ManifestError;
 pub use files::{fingerprint, manifest_files};
 pub use parse::{parse_file, Manifest};
+pub use read::{read_manifest, MAX_MANIFEST_BYTES};
 pub use set::{load, ManifestSet, Reload};

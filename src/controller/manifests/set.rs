@@ -2,11 +2,12 @@
 //! worked: a file that stops parsing keeps the objects it last contributed.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::parse::duplicate_error;
-use super::{manifest_files, parse_file, Manifest, ManifestError};
+use super::{
+    manifest_files, parse_file, read_manifest, Manifest, ManifestError, MAX_MANIFEST_BYTES,
+};
 use crate::controller::Desired;
 
 /// The outcome of reading PATH.
@@ -58,8 +59,8 @@ impl ManifestSet {
         let candidates: Vec<(PathBuf, Vec<Manifest>)> = files
             .into_iter()
             .map(|file| {
-                let parsed = fs::read_to_string(&file)
-                    .map_err(|e| vec![ManifestError::file(&file, format!("cannot read: {e}"))])
+                let parsed = read_manifest(&file, MAX_MANIFEST_BYTES)
+                    .map_err(|e| vec![e])
                     .and_then(|text| parse_file(&file, &text));
                 let manifests = match parsed {
                     Ok(manifests) => manifests,
@@ -148,6 +149,7 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>
 mod tests {
     use super::*;
     use crate::controller::manifests::testutil::TempDir;
+    use std::fs;
 
     fn svc(name: &str, group: &str) -> String {
         format!(
