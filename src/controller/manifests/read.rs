@@ -33,8 +33,9 @@ pub fn read_manifest(file: &Path, limit: u64) -> Result<String, ManifestError> {
             format!("file is over the limit of {limit} bytes for a manifest file; split it"),
         ));
     }
-    String::from_utf8(bytes)
-        .map_err(|e| ManifestError::file(file, format!("not UTF-8: {}", e.utf8_error())))
+    String::from_utf8(bytes).map_err(|e| {
+        ManifestError::file(file, format!("cannot read: not UTF-8 ({})", e.utf8_error()))
+    })
 }
 
 #[cfg(test)]
