@@ -106,3 +106,49 @@ fn process_rejects_bad_usage_with_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn process_with_client_ca_refuses_a_client_without_a_certificate() {
+    let dir = std::env::temp_dir().join(format!("autoregister-tsproc-ca-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let client_ca = p.self_signed(&key).unwrap();
+    std::fs::write(dir.join("clients.crt"), client_ca.pem()).unwrap();
+    let tls_dir = dir.join("tls");
+    let mut child = Command::new(BIN)
+        .args(["--addr", "127.0.0.1:0", "--client-ca"])
+        .arg(dir.join("clients.crt"))
+        .arg("--tls-dir")
+        .arg(&tls_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first.trim().trim_start_matches("https://").to_string();
+    let ca = std::fs::read(tls_dir.join("ca.crt")).unwrap();
+    // The handshake fails: no HTTP answer at all.
+    let answer = tls_get(
+        &addr,
+        &ca,
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        "t",
+    );
+    assert_eq!(answer, "", "a client without a certificate got an answer");
+    let _ = child.kill();
+    let _ = child.wait();
+    // A missing --client-ca file is bad usage.
+    let out = Command::new(BIN)
+        .args(["--client-ca", "/nonexistent/clients.crt"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/clients.crt"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
