@@ -382,7 +382,24 @@ fn resource_verb(
                 .map(str::to_string);
             Ok(resp)
         }
-        "update" => rest::update(store, kind, ns, name, status_only, req),
+        "update" => {
+            if shared.faults.take_race() {
+                if let Ok(cur) = store.get(kind, ns, name) {
+                    let mut o = (*cur).clone();
+                    let n: u64 = o["metadata"]["annotations"]["testserver/raced"]
+                        .as_str()
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0);
+                    if !o["metadata"]["annotations"].is_object() {
+                        o["metadata"]["annotations"] = Value::Object(Default::default());
+                    }
+                    o["metadata"]["annotations"]["testserver/raced"] =
+                        Value::from((n + 1).to_string());
+                    let _ = store.seed(kind, ns, o);
+                }
+            }
+            rest::update(store, kind, ns, name, status_only, req)
+        }
         "patch" => rest::patch(store, kind, ns, name, status_only, req),
         "delete" if status_only => Err(errors::method_not_allowed("DELETE")),
         "delete" => rest::delete(store, kind, ns, name, req),
