@@ -31,14 +31,17 @@ const STEPS: usize = 8;
 /// more than the 2 cores).
 const PARALLEL: usize = 6;
 
-/// Switches for invariants a known bug on another branch breaks; each is turned back on
-/// by the lead after that branch merges. `true` = asserted.
+/// Switches for invariants a known bug on another branch breaks: `false` reports their
+/// violations as KNOWN without failing. The lead sets each back to `true` once that
+/// branch is merged (and the seeds listed pass).
 const SWITCHES: Switches = Switches {
-    // Issue 10 (writes after SIGTERM).
-    no_write_after_sigterm: true,
-    // Issue 11 (Retry-After: 0 hot loop).
-    no_hot_loop: true,
-    // Issue 11 (410 relists, a server restarted empty).
+    // Issue 10: updates are sent up to ~100 ms after SIGTERM ("signal received,
+    // stopping" then "6C update: ok"); seeds 27, 31, 32.
+    no_write_after_sigterm: false,
+    // Issue 11: a 429 with Retry-After: 0 is retried at once (add_after(0)), 112
+    // writes to one name within 1 s; seed 48.
+    no_hot_loop: false,
+    // Issue 11 (410 relists, a server restarted empty): no seed fails it so far.
     converges: true,
 };
 
@@ -85,9 +88,20 @@ fn seeded_chaos_runs_hold_every_invariant() {
         slowest.map_or(0.0, |o| o.took.as_secs_f64()),
         outcomes.iter().map(|o| o.requests).sum::<usize>(),
     );
+    for o in &outcomes {
+        for v in o.violations.iter().filter(|v| v.known.is_some()) {
+            eprintln!(
+                "KNOWN seed {} {}: {} [{}]",
+                o.seed,
+                v.invariant,
+                v.detail,
+                v.known.unwrap_or_default()
+            );
+        }
+    }
     let failed: Vec<_> = outcomes
         .iter()
-        .filter(|o| !o.violations.is_empty())
+        .filter(|o| o.violations.iter().any(|v| v.known.is_none()))
         .collect();
     for o in &failed {
         eprintln!(
@@ -95,7 +109,7 @@ fn seeded_chaos_runs_hold_every_invariant() {
             o.seed,
             o.took.as_secs_f64()
         );
-        for v in &o.violations {
+        for v in o.violations.iter().filter(|v| v.known.is_none()) {
             eprintln!("  VIOLATED {}: {}", v.invariant, v.detail);
         }
         eprintln!("  schedule:");
@@ -117,4 +131,126 @@ fn seeded_chaos_runs_hold_every_invariant() {
         outcomes.len(),
         failed.iter().map(|o| o.seed).collect::<Vec<_>>()
     );
+}
+
+/// The checker itself: a crafted log breaking each invariant once is flagged for each,
+/// and the same log without the bad requests passes (a checker that never fires proves
+/// nothing).
+#[test]
+fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
+    use std::time::{Duration, SystemTime};
+
+    use autoregister::api::APIServiceSpec;
+    use autoregister::testserver::RequestRecord;
+    use chaos::check::{check, Bounds};
+    use chaos::world::{DesiredVersion, ProcSpan, Timeline};
+    use serde_json::json;
+
+    let t0 = SystemTime::now();
+    let s = |ms: u64| t0 + Duration::from_millis(ms);
+    let rec = |ms: u64, verb: &str, name: &str, code: u16, body: Option<serde_json::Value>| {
+        RequestRecord {
+            verb: verb.into(),
+            method: String::new(),
+            path: String::new(),
+            query: String::new(),
+            resource: Some("apiservices".into()),
+            subresource: None,
+            namespace: None,
+            name: Some(name.into()),
+            code,
+            time: s(ms),
+            body,
+        }
+    };
+    let desired = |ms: u64, names: &[&str]| DesiredVersion {
+        at: s(ms),
+        specs: names
+            .iter()
+            .map(|n| (n.to_string(), APIServiceSpec::default()))
+            .collect(),
+        ambiguous: false,
+    };
+    let t = Timeline {
+        desired: vec![
+            desired(0, &["v1.c0.x", "v1.c1.x"]),
+            desired(5000, &["v1.c0.x"]),
+        ],
+        foreign_uids: ["u-foreign".to_string()].into(),
+        procs: vec![
+            ProcSpan {
+                started: s(0),
+                terminated: Some(s(7000)),
+                code: Some(0),
+                exit_after: Some(Duration::from_millis(100)),
+                log: String::new(),
+            },
+            ProcSpan {
+                started: s(8000),
+                terminated: Some(s(20_000)),
+                code: Some(0),
+                exit_after: Some(Duration::from_millis(100)),
+                log: String::new(),
+            },
+        ],
+        faults_stopped: Some(s(9000)),
+        converged: Some(s(10_000)),
+        quiet: Some((s(10_300), s(11_000))),
+        unconverged: Vec::new(),
+        steps: Vec::new(),
+    };
+    let del = |uid: &str| Some(json!({"preconditions": {"uid": uid}}));
+    let clean = vec![
+        rec(100, "create", "v1.c0.x", 201, None),
+        rec(200, "create", "v1.c1.x", 201, None),
+        // c1 stops being desired at 5 s: deleting it afterwards is right.
+        rec(5500, "delete", "v1.c1.x", 200, del("u-c1")),
+        rec(
+            9500,
+            "update",
+            "v1.c0.x",
+            200,
+            Some(json!({"metadata": {"uid": "u-c0"}})),
+        ),
+    ];
+    let on = Switches {
+        no_write_after_sigterm: true,
+        no_hot_loop: true,
+        converges: true,
+    };
+    let b = Bounds::default();
+    assert!(check(&clean, &t, &b, on).is_empty());
+
+    let mut bad = clean.clone();
+    bad.push(rec(
+        300,
+        "update",
+        "v1.c0.x",
+        200,
+        Some(json!({"metadata": {"uid": "u-foreign"}})),
+    ));
+    bad.push(rec(400, "delete", "v1.c0.x", 200, None));
+    bad.push(rec(10_500, "update", "v1.c0.x", 200, None));
+    bad.push(rec(7500, "create", "v1.c0.x", 201, None));
+    for i in 0..40 {
+        bad.push(rec(2000 + i, "update", "v1.c1.x", 429, None));
+    }
+    bad.sort_by_key(|r| r.time);
+    let mut t_bad = t;
+    t_bad.procs[1].code = None;
+    let names: std::collections::BTreeSet<&str> = check(&bad, &t_bad, &b, on)
+        .iter()
+        .map(|v| v.invariant)
+        .collect();
+    let want: std::collections::BTreeSet<&str> = [
+        "no write to an object that is not ours",
+        "every delete carries a UID precondition",
+        "nothing still desired is deleted",
+        "no churn once converged",
+        "no hot loop (writes per key)",
+        "no write after SIGTERM",
+        "clean exit on SIGTERM",
+    ]
+    .into();
+    assert_eq!(names, want);
 }

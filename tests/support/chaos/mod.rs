@@ -43,6 +43,7 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
             violations.push(Violation {
                 invariant: "the controller keeps running",
                 detail: format!("it exited on its own with code {code} after {step:?}"),
+                known: None,
             });
             world.start_controller();
         }

@@ -25,6 +25,9 @@ pub enum Step {
     Throttle {
         per_mille: u32,
         retry_after: Option<u32>,
+        /// Another writer edits one of our objects as it starts, so there is work to
+        /// retry while throttled.
+        with_work: bool,
     },
     /// Every answer is delayed by `ms` for this step.
     Latency { ms: u64 },
@@ -57,7 +60,9 @@ pub enum Step {
     /// One manifest file is emptied.
     Empty { file: usize },
     /// The controller is stopped (SIGTERM when `graceful`, else SIGKILL) and started again.
-    Restart { graceful: bool },
+    /// When `busy`, the signal lands while writes are queued and in flight (answers slowed
+    /// down, our objects just edited by someone else).
+    Restart { graceful: bool, busy: bool },
     /// Nothing happens; the controller works.
     Idle,
 }
@@ -83,6 +88,7 @@ const KINDS: &[(u32, MakeStep)] = &[
     (3, |r| Step::Throttle {
         per_mille: *r.pick(&[300, 700, 1000]),
         retry_after: *r.pick(&[None, Some(0), Some(0), Some(1)]),
+        with_work: r.chance(0.7),
     }),
     (1, |r| Step::Latency {
         ms: r.range(5, 120),
@@ -123,6 +129,7 @@ const KINDS: &[(u32, MakeStep)] = &[
     }),
     (1, |r| Step::Restart {
         graceful: r.chance(0.6),
+        busy: r.chance(0.5),
     }),
     (2, |_| Step::Idle),
 ];

@@ -253,13 +253,29 @@ impl World {
     /// Runs one step, holding it for `hold_ms`, then undoes what must not outlive it.
     pub fn apply(&mut self, step: &Step, hold_ms: u64) {
         let hold = Duration::from_millis(hold_ms);
-        let f = self.server.faults();
         self.t.steps.push(format!("{step:?} for {hold_ms} ms"));
+        // Work for the controller to be doing when the fault lands.
+        match step {
+            Step::Throttle {
+                with_work: true, ..
+            } => self.edit_some_ours(),
+            Step::Restart { busy: true, .. } => {
+                self.server.faults().set_latency(Duration::from_millis(100));
+                for _ in 0..3 {
+                    self.edit_some_ours();
+                }
+                // Let the events reach the workers, so the signal finds them writing.
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            _ => {}
+        }
+        let f = self.server.faults();
         match step {
             Step::Fail { code, count, verb } => f.fail_next_verb(*verb, *count, *code),
             Step::Throttle {
                 per_mille,
                 retry_after,
+                ..
             } => {
                 match retry_after {
                     Some(s) => f.set_retry_after(*s),
@@ -352,13 +368,30 @@ impl World {
                 self.write_file(*file, Vec::new());
                 self.record_desired();
             }
-            Step::Restart { graceful } => {
+            Step::Restart { graceful, .. } => {
                 self.stop_controller(*graceful);
+                self.server.faults().set_latency(Duration::ZERO);
                 self.start_controller();
             }
             Step::Idle => {}
         }
         std::thread::sleep(hold);
+    }
+
+    /// Another writer changes the spec of one of our objects, if there is one.
+    fn edit_some_ours(&mut self) {
+        let ours: Vec<Value> = self
+            .server
+            .list_objects("apiservices", None)
+            .into_iter()
+            .filter(|o| !self.t.foreign_uids.contains(&Self::uid_of(o)))
+            .collect();
+        if ours.is_empty() {
+            return;
+        }
+        let mut o = ours[self.rng.below(ours.len())].clone();
+        o["spec"]["versionPriority"] = json!(self.rng.range(1, 999));
+        self.server.seed("apiservices", None, o);
     }
 
     /// Faults off, other writers done, a final valid manifest: from here it must converge.
