@@ -76,6 +76,8 @@ pub struct Violation {
     pub detail: String,
     /// The known bug (issue) behind it, when its switch is off: reported, not failed.
     pub known: Option<&'static str>,
+    /// Where a rate violation's densest window starts.
+    pub when: Option<SystemTime>,
 }
 
 fn is_write(r: &RequestRecord) -> bool {
@@ -120,6 +122,24 @@ fn densest(
     (best, when)
 }
 
+fn add(v: &mut Vec<Violation>, invariant: &'static str, detail: String) {
+    add_at(v, invariant, detail, None);
+}
+
+fn add_at(
+    v: &mut Vec<Violation>,
+    invariant: &'static str,
+    detail: String,
+    when: Option<SystemTime>,
+) {
+    v.push(Violation {
+        invariant,
+        detail,
+        known: None,
+        when,
+    });
+}
+
 /// Every invariant broken by this run.
 pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> Vec<Violation> {
     let mut v = Vec::new();
@@ -128,8 +148,14 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
         .first()
         .map_or(SystemTime::UNIX_EPOCH, |p| p.started);
     // Which switch, if any, covers each invariant (off: the violation is known).
-    let known = |invariant: &str| -> Option<&'static str> {
-        if invariant.starts_with("no hot loop") && !on.no_hot_loop {
+    let known = |invariant: &str, when: Option<SystemTime>| -> Option<&'static str> {
+        // Issue 11's hot loop needs 429s with Retry-After: 0 in or just before the window.
+        let zero = when.is_some_and(|w| {
+            t.retry_after_zero
+                .iter()
+                .any(|(s, e)| *s <= w + Duration::from_secs(1) && w <= *e)
+        });
+        if invariant.starts_with("no hot loop") && !on.no_hot_loop && zero {
             Some("issue 11 (Retry-After: 0 retried at once)")
         } else if invariant == "no write after SIGTERM" && !on.no_write_after_sigterm {
             Some("issue 10 (writes after SIGTERM)")
@@ -138,13 +164,6 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
         } else {
             None
         }
-    };
-    let mut push = |invariant: &'static str, detail: String| {
-        v.push(Violation {
-            invariant,
-            detail,
-            known: known(invariant),
-        })
     };
 
     // Ownership: never write what someone else owns; deletes carry a UID precondition.
@@ -159,7 +178,8 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
         }
         .and_then(|u| u.as_str());
         if let Some(uid) = uid.filter(|u| t.foreign_uids.contains(*u)) {
-            push(
+            add(
+                &mut v,
                 "no write to an object that is not ours",
                 format!(
                     "{} (uid {uid}, created by another writer)",
@@ -168,13 +188,15 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
             );
         }
         if r.name.as_deref().is_some_and(|n| n.starts_with("v1.u")) {
-            push(
+            add(
+                &mut v,
                 "no write to an object that is not ours",
                 describe(r, origin),
             );
         }
         if r.verb == "delete" && uid.map_or(true, str::is_empty) {
-            push(
+            add(
+                &mut v,
                 "every delete carries a UID precondition",
                 describe(r, origin),
             );
@@ -205,7 +227,8 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
                 .iter()
                 .all(|d| !d.ambiguous && d.specs.contains_key(name))
         {
-            push(
+            add(
+                &mut v,
                 "nothing still desired is deleted",
                 format!(
                     "{} (desired in every manifest version for the {:?} before: {})",
@@ -227,7 +250,8 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
 
     // Converged, then quiet.
     if t.converged.is_none() {
-        push(
+        add(
+            &mut v,
             "converged within the bound after faults stop",
             format!("not within {:?}: {}", b.converge, t.unconverged.join("; ")),
         );
@@ -243,11 +267,12 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
         {
             let n = stale.entry(r.name.as_deref().unwrap_or("-")).or_default();
             if (200..300).contains(&r.code) {
-                push("no churn once converged", describe(r, origin));
+                add(&mut v, "no churn once converged", describe(r, origin));
             } else {
                 *n += 1;
                 if *n > 1 {
-                    push(
+                    add(
+                        &mut v,
                         "no churn once converged (repeated failing writes)",
                         describe(r, origin),
                     );
@@ -267,36 +292,42 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
                 is_write(r) && r.name.as_deref().unwrap_or("-") == *name
             });
             if n > b.per_key_writes_per_sec {
-                push(
+                add_at(
+                    &mut v,
                     "no hot loop (writes per key)",
                     format!(
                         "{n} writes to {name} within 1 s from {} (bound {})",
                         at(when.unwrap_or(origin), origin),
                         b.per_key_writes_per_sec
                     ),
+                    when,
                 );
             }
         }
         let (n, when) = densest(log, Duration::from_secs(1), |_| true);
         if n > b.requests_per_sec {
-            push(
+            add_at(
+                &mut v,
                 "no hot loop (requests per second)",
                 format!(
                     "{n} requests within 1 s from {} (bound {})",
                     at(when.unwrap_or(origin), origin),
                     b.requests_per_sec
                 ),
+                when,
             );
         }
         let (n, when) = densest(log, Duration::from_secs(1), |r| r.verb == "list");
         if n > b.lists_per_sec {
-            push(
+            add_at(
+                &mut v,
                 "no hot loop (lists per second)",
                 format!(
                     "{n} lists within 1 s from {} (bound {})",
                     at(when.unwrap_or(origin), origin),
                     b.lists_per_sec
                 ),
+                when,
             );
         }
     }
@@ -306,7 +337,8 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
         let Some(sig) = p.terminated else { continue };
         match (p.code, p.exit_after) {
             (Some(0), Some(d)) if d <= b.exit => {}
-            (code, d) => push(
+            (code, d) => add(
+                &mut v,
                 "clean exit on SIGTERM",
                 format!(
                     "process {i}: exit code {code:?} after {d:?} (bound {:?})",
@@ -318,7 +350,8 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
         for r in log.iter().filter(|r| {
             is_write(r) && r.time > sig + b.sigterm_grace && until.map_or(true, |u| r.time < u)
         }) {
-            push(
+            add(
+                &mut v,
                 "no write after SIGTERM",
                 format!(
                     "process {i} signalled at {}: {}",
@@ -327,6 +360,9 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
                 ),
             );
         }
+    }
+    for x in &mut v {
+        x.known = known(x.invariant, x.when);
     }
     v
 }

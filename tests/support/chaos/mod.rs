@@ -44,6 +44,7 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
                 invariant: "the controller keeps running",
                 detail: format!("it exited on its own with code {code} after {step:?}"),
                 known: None,
+                when: None,
             });
             world.start_controller();
         }

@@ -70,6 +70,8 @@ pub struct Timeline {
     pub unconverged: Vec<String>,
     /// One line per step, for the report.
     pub steps: Vec<String>,
+    /// When 429s with `Retry-After: 0` were being answered (issue 11's hot loop).
+    pub retry_after_zero: Vec<(SystemTime, SystemTime)>,
 }
 
 /// The run: server, manifests, controller, timeline.
@@ -281,9 +283,13 @@ impl World {
                     Some(s) => f.set_retry_after(*s),
                     None => f.omit_retry_after(),
                 }
+                let from = SystemTime::now();
                 f.fail_fraction(f64::from(*per_mille) / 1000.0, 429);
                 std::thread::sleep(hold);
                 f.fail_fraction(0.0, 429);
+                if *retry_after == Some(0) {
+                    self.t.retry_after_zero.push((from, SystemTime::now()));
+                }
                 return;
             }
             Step::Latency { ms } => {
