@@ -1,8 +1,10 @@
 //! `make demo`: the real `autoregister run` against the built-in test API server, no cluster needed.
 //!
-//! Starts the test server on loopback, writes a kubeconfig, runs the binary on a copy of
-//! `examples/apiservices/`, and shows the controller at work: creation, an intruder's edit
-//! stomped back, a file removed from the manifests and its APIServices deleted, a clean stop.
+//! Starts the test server on loopback playing kube-apiserver (its built-in APIServices and
+//! its own autoregister rules for the kube-aggregator label), writes a kubeconfig, runs the
+//! binary on a copy of `examples/apiservices/`, and shows the controller at work beside
+//! kube-apiserver's objects, which it never touches: creation, an intruder's edit stomped
+//! back, a file removed from the manifests and its APIServices deleted, a clean stop.
 //!
 //! `cargo run --features testing --example demo -- [path/to/autoregister]`
 
@@ -11,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use autoregister::api::APIService;
+use autoregister::api::{APIService, AUTO_MANAGED_LABEL, DEFAULT_LABEL_KEY};
 use autoregister::client::{Api, Client};
 use autoregister::testserver::TestServer;
 use serde_json::json;
@@ -40,13 +42,20 @@ fn demo() -> Result<()> {
         }
     }
 
-    let server = TestServer::start();
+    let server = TestServer::builder()
+        .kube_apiserver(true)
+        .kube_apiserver_crd_group("stable.example.com", "v1")
+        .start()?;
     let kubeconfig = work.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig)?;
-    step(&format!("test API server at {}", server.url()));
+    step(&format!(
+        "test API server at {}, playing kube-apiserver",
+        server.url()
+    ));
+    let builtins = kube_apiservers_objects(&server);
 
-    // Already in the "cluster": an APIService nobody labelled (never touched), and a
-    // managed one no manifest wants any more (deleted, as upstream's 6A).
+    // Already in the "cluster", beside kube-apiserver's own: an APIService nobody labelled
+    // (never touched), and one of ours no manifest wants any more (deleted, as upstream's 6A).
     server.seed(
         "apiservices",
         None,
@@ -113,6 +122,13 @@ fn demo() -> Result<()> {
             && !exists(&server, "v1beta1.wardle.example.com")
     })?;
     show(&server, "after the edits");
+    if kube_apiservers_objects(&server) != builtins {
+        return Err("kube-apiserver's APIServices changed".into());
+    }
+    step(&format!(
+        "ok: kube-apiserver's {} APIServices untouched (same UIDs and resourceVersions)",
+        builtins.len()
+    ));
 
     step("SIGTERM");
     let pid = child.id().to_string();
@@ -140,7 +156,7 @@ fn apiservice(name: &str, group: &str, managed: Option<&str>) -> serde_json::Val
                  "insecureSkipTLSVerify": true}
     });
     if let Some(m) = managed {
-        obj["metadata"]["labels"] = json!({ "kube-aggregator.kubernetes.io/automanaged": m });
+        obj["metadata"]["labels"] = json!({ DEFAULT_LABEL_KEY: m });
     }
     obj
 }
@@ -157,17 +173,37 @@ fn step(text: &str) {
     println!("\n==> {text}");
 }
 
-/// Prints the server's APIServices as a small table.
+/// kube-apiserver's APIServices (those with its label) as (name, uid, resourceVersion).
+fn kube_apiservers_objects(server: &TestServer) -> Vec<(String, String, String)> {
+    server
+        .list_objects("apiservices", None)
+        .iter()
+        .filter(|o| o["metadata"]["labels"][AUTO_MANAGED_LABEL].is_string())
+        .map(|o| {
+            let m = &o["metadata"];
+            let field = |k: &str| m[k].as_str().unwrap_or_default().to_string();
+            (field("name"), field("uid"), field("resourceVersion"))
+        })
+        .collect()
+}
+
+/// Prints the server's APIServices as a small table, with who owns each.
 fn show(server: &TestServer, when: &str) {
     println!("\nAPIServices {when}:");
-    println!("  {:36} {:10} {:>8}", "NAME", "AUTOMANAGED", "PRIORITY");
+    println!("  {:36} {:26} {:>8}", "NAME", "OWNER", "PRIORITY");
     for obj in server.list_objects("apiservices", None) {
         let name = obj["metadata"]["name"].as_str().unwrap_or("?");
-        let label = obj["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"]
-            .as_str()
-            .unwrap_or("-");
+        let labels = &obj["metadata"]["labels"];
+        let owner = match (
+            labels[DEFAULT_LABEL_KEY].as_str(),
+            labels[AUTO_MANAGED_LABEL].as_str(),
+        ) {
+            (Some(v), _) => format!("autoregister ({v})"),
+            (None, Some(v)) => format!("kube-apiserver ({v})"),
+            (None, None) => "-".to_string(),
+        };
         let prio = obj["spec"]["versionPriority"].as_i64().unwrap_or(0);
-        println!("  {name:36} {label:10} {prio:>8}");
+        println!("  {name:36} {owner:26} {prio:>8}");
     }
 }
 

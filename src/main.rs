@@ -26,6 +26,10 @@ fn main() {
         }
         Ok(Command::Version) => {
             println!("autoregister {}", env!("CARGO_PKG_VERSION"));
+            println!(
+                "default ownership label: {}",
+                autoregister::api::DEFAULT_LABEL_KEY
+            );
             exit::OK
         }
         Ok(Command::Run(a)) => report(cli::run::run(&a)),

@@ -29,7 +29,7 @@ const DEFAULT_SEEDS: u64 = 50;
 const STEPS: usize = 8;
 /// Seeds run at once, each with its own server and binary (mostly idle processes, so
 /// more than the 2 cores).
-const PARALLEL: usize = 6;
+const PARALLEL: usize = 10;
 
 /// Switches for invariants a known bug on another branch breaks: `false` reports their
 /// violations as KNOWN without failing. The lead sets each back to `true` once that
@@ -168,6 +168,9 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
             code,
             time: s(ms),
             body,
+            user_agent: Some(autoregister::client::USER_AGENT.into()),
+            field_manager: None,
+            uid_precondition: None,
         }
     };
     let desired = |ms: u64, names: &[&str]| DesiredVersion {

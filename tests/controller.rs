@@ -14,7 +14,7 @@ use autoregister::controller::{Controller, ControllerOptions};
 use autoregister::testserver::TestServer;
 use serde_json::{json, Value};
 
-const LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
+const LABEL: &str = autoregister::api::DEFAULT_LABEL_KEY;
 const WAIT: Duration = Duration::from_secs(5);
 const SENTINEL: &str = "v1.sentinel.example.com";
 
@@ -99,9 +99,13 @@ impl Harness {
         let server = TestServer::start();
         let ctl = Controller::new(
             Client::new(server.client_config()).unwrap(),
+            // Upstream's semantics: removing the last entry deregisters it. The guard
+            // against that has tests of its own.
             ControllerOptions {
                 workers,
                 resync: None,
+                allow_empty: true,
+                ..ControllerOptions::default()
             },
         );
         Harness {
@@ -276,7 +280,14 @@ fn removing_the_entry_of_an_unmanaged_object_leaves_it_alone() {
         .seed("apiservices", None, object("a.example.com", None, 99));
     h.ctl.add_api_service_to_sync(svc("a.example.com", 10));
     h.start();
-    h.converge();
+    // Desired but not ours, with another spec: not converged, and the reason says whose.
+    let pending = h.ctl.wait_converged(WAIT).unwrap_err();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].name, name);
+    assert!(
+        pending[0].reason.contains("no ownership label"),
+        "{pending:?}"
+    );
     h.ctl.remove_api_service_to_sync(name);
     h.quiesce();
     assert!(h.writes(name).is_empty());
@@ -556,6 +567,7 @@ fn shutdown_joins_every_thread_and_is_prompt_while_the_watch_is_idle() {
         ControllerOptions {
             workers: 3,
             resync: Some(Duration::from_secs(3600)),
+            ..ControllerOptions::default()
         },
     );
     ctl.add_api_service_to_sync(svc("a.example.com", 10));

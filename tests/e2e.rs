@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 #[path = "support/promtext.rs"]
 mod promtext;
 
-const LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
+const LABEL: &str = autoregister::api::DEFAULT_LABEL_KEY;
 const WAIT: Duration = Duration::from_secs(20);
 
 /// A scratch directory removed on drop.
@@ -257,10 +257,23 @@ fn unmanaged_object_with_a_desired_name_is_never_written() {
     server.seed("apiservices", None, object("a.example.com", None, 99));
     let s = Scratch::new("unmanaged");
     s.write("a.yaml", &manifest("a.example.com", None, 10));
-    let (code, log) = Proc::run(&server, &s, &["--once", "--timeout", "20s"]).wait_exit(WAIT);
-    assert_eq!(code, 0, "{log}");
+    // Not ours and not as desired: --once exits 1 at once naming it, without waiting out --timeout.
+    let started = Instant::now();
+    let (code, log) = Proc::run(&server, &s, &["--once", "--timeout", "60s"]).wait_exit(WAIT);
+    assert_eq!(code, 1, "{log}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{log}");
+    assert!(
+        log.contains("v1.a.example.com: held by no ownership label") && log.contains("--adopt"),
+        "{log}"
+    );
     assert!(writes(&server, "v1.a.example.com").is_empty(), "{log}");
     assert_eq!(priority(&server, "v1.a.example.com"), Some(99));
+    // With the same spec it counts as converged: nothing to write.
+    let s2 = Scratch::new("unmanaged-equal");
+    s2.write("a.yaml", &manifest("a.example.com", None, 99));
+    let (code, log) = Proc::run(&server, &s2, &["--once"]).wait_exit(WAIT);
+    assert_eq!(code, 0, "{log}");
+    assert!(writes(&server, "v1.a.example.com").is_empty(), "{log}");
 }
 
 #[test]

@@ -6,6 +6,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
+use autoregister::api::DEFAULT_LABEL_KEY;
 use autoregister::api::{APIService, Status, WatchEvent};
 use autoregister::client::{Config, ConnectOptions, InferEnv};
 use autoregister::controller::manifests::parse_file;
@@ -176,7 +177,9 @@ fn mutated_manifests_never_panic_and_errors_name_file_and_line() {
         let (path, base) = rng.pick(&examples);
         let text = mutate(&mut rng, base);
         let lines = text.split('\n').count();
-        match no_panic("parse_file", &text, || parse_file(path, &text)) {
+        match no_panic("parse_file", &text, || {
+            parse_file(path, &text, DEFAULT_LABEL_KEY)
+        }) {
             Ok(_) => ok += 1,
             Err(errors) => {
                 rejected += 1;
@@ -219,7 +222,7 @@ fn billion_laughs_manifest_is_refused_quickly() {
     );
     for text in [laughs, quadratic] {
         let started = std::time::Instant::now();
-        let errors = parse_file(Path::new("laughs.yaml"), &text).unwrap_err();
+        let errors = parse_file(Path::new("laughs.yaml"), &text, DEFAULT_LABEL_KEY).unwrap_err();
         assert!(started.elapsed() < std::time::Duration::from_secs(3));
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].line.is_some(), "{}", errors[0]);
@@ -240,7 +243,7 @@ fn deeply_nested_manifests_are_errors_not_stack_overflows() {
         ("deep.json", "[".repeat(200_000) + &"]".repeat(200_000)),
         ("deep.json", "{\"a\":".repeat(100_000)),
     ] {
-        let errors = parse_file(Path::new(name), &text).unwrap_err();
+        let errors = parse_file(Path::new(name), &text, DEFAULT_LABEL_KEY).unwrap_err();
         assert!(errors[0].line.is_some(), "{}", errors[0]);
     }
 }

@@ -304,3 +304,55 @@ fn kubectl_versions_apply_get_delete() {
         let _ = std::fs::remove_dir_all(&k.dir);
     }
 }
+
+/// kube-apiserver mode: kubectl lists the built-ins, sees their managers, and an object it
+/// applies with kube-apiserver's `true` label is deleted by kube-apiserver's own rules.
+#[test]
+fn kubectl_against_kube_apiserver_mode() {
+    let Some(bin) = kubectl_or_skip() else { return };
+    let s = TestServer::builder().kube_apiserver(true).start().unwrap();
+    let k = Kubectl {
+        bin,
+        dir: scratch(&s, "kas"),
+    };
+    let out = k.ok(&["get", "apiservices", "-o", "name"]);
+    for name in autoregister::testserver::builtin_apiservices() {
+        assert!(
+            out.lines()
+                .any(|l| l == format!("apiservice.apiregistration.k8s.io/{name}")),
+            "{name} missing: {out}"
+        );
+    }
+    let apps: Value = serde_json::from_str(&k.ok(&[
+        "get",
+        "apiservice",
+        "v1.apps",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]))
+    .unwrap();
+    assert_eq!(
+        apps["metadata"]["managedFields"][0]["manager"],
+        "kube-apiserver"
+    );
+
+    let m = manifest(&k.dir, "v1.a.example.com", "a.example.com", 15);
+    let out = k.ok(&["apply", "-f", m.to_str().unwrap()]);
+    assert!(out.contains("created"), "{out}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while s
+        .get_object("apiservices", None, "v1.a.example.com")
+        .is_some()
+    {
+        assert!(std::time::Instant::now() < deadline, "not deleted (6A)");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let applied = s.requests();
+    let create = applied.iter().find(|r| r.verb == "create").unwrap();
+    assert_eq!(
+        create.field_manager.as_deref(),
+        Some("kubectl-client-side-apply"),
+        "kubectl names itself"
+    );
+}

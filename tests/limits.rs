@@ -13,8 +13,6 @@ use autoregister::controller::manifests::MAX_MANIFEST_BYTES;
 use autoregister::testserver::TestServer;
 use binary::{manifest, wait_until, Proc, Scratch};
 
-const WAIT: Duration = Duration::from_secs(20);
-
 fn writes(server: &TestServer) -> Vec<String> {
     server
         .requests()
@@ -28,30 +26,24 @@ fn writes(server: &TestServer) -> Vec<String> {
 fn oversize_manifest_and_dev_zero_are_refused_keeping_the_last_good_objects_in_bounded_memory() {
     let server = TestServer::start();
     let s = Scratch::new("limits-manifest");
-    s.write("a.yaml", manifest("a.example.com", 10).as_bytes());
-    s.write("b.yaml", manifest("b.example.com", 20).as_bytes());
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
+    s.write("b.yaml", &manifest("b.example.com", &[], 20));
     let p = Proc::run(&server, &s, &["--workers", "1"]);
-    assert!(
-        wait_until(WAIT, || server.count("create") == 2),
-        "{}",
-        p.log()
-    );
+    assert!(wait_until(|| server.count("create") == 2), "{}", p.log());
     let baseline = p.peak_rss();
     // a.yaml grows to 50 MB of valid YAML comments; b.yaml becomes a symlink to /dev/zero.
-    let mut big = manifest("a.example.com", 10).into_bytes();
+    let mut big = manifest("a.example.com", &[], 10).into_bytes();
     big.resize(50 << 20, b'#');
-    s.write("a.yaml", &big);
+    s.write_bytes("a.yaml", &big);
     drop(big);
     s.remove("b.yaml");
     std::os::unix::fs::symlink("/dev/zero", s.manifests().join("b.yaml")).unwrap();
-    p.wait_log(
-        &format!("a.yaml: file is over the limit of {MAX_MANIFEST_BYTES} bytes"),
-        WAIT,
-    );
-    p.wait_log(
-        &format!("b.yaml: file is over the limit of {MAX_MANIFEST_BYTES} bytes"),
-        WAIT,
-    );
+    p.wait_log(&format!(
+        "a.yaml: file is over the limit of {MAX_MANIFEST_BYTES} bytes"
+    ));
+    p.wait_log(&format!(
+        "b.yaml: file is over the limit of {MAX_MANIFEST_BYTES} bytes"
+    ));
     let peak = p.peak_rss();
     eprintln!("peak RSS before {baseline:?}, after the oversize reloads {peak:?}");
     if let Some(peak) = peak {
@@ -71,8 +63,8 @@ fn oversize_manifest_and_dev_zero_are_refused_keeping_the_last_good_objects_in_b
     assert!(server
         .get_object("apiservices", None, "v1.b.example.com")
         .is_some());
-    let (code, log) = p.terminate(WAIT);
-    assert_eq!(code, Some(0), "{log}");
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
 }
 
 #[test]
@@ -83,29 +75,21 @@ fn oversize_list_answer_is_refused_and_the_cache_keeps_its_objects() {
         .faults()
         .close_watches_after(Some(Duration::from_millis(1500)));
     let s = Scratch::new("limits-answer");
-    s.write("a.yaml", manifest("a.example.com", 10).as_bytes());
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
     let p = Proc::run(&server, &s, &["--workers", "1"]);
-    assert!(
-        wait_until(WAIT, || server.count("create") == 1),
-        "{}",
-        p.log()
-    );
+    assert!(wait_until(|| server.count("create") == 1), "{}", p.log());
     // The next watch is expired; the relist answer is one byte over the client's limit.
     server
         .faults()
         .pad_next_lists(1, usize::try_from(MAX_BODY_BYTES).unwrap() + 1);
     server.faults().expire_next_watch();
-    p.wait_log(&format!("more than {MAX_BODY_BYTES} bytes"), WAIT);
+    p.wait_log(&format!("more than {MAX_BODY_BYTES} bytes"));
     server.faults().clear();
     // The refused relist changed nothing: the cache still has the object, so no
     // create, no delete; the next relist (after the backoff) succeeds.
     let lists = server.count("list");
-    assert!(
-        wait_until(WAIT, || server.count("list") > lists),
-        "{}",
-        p.log()
-    );
+    assert!(wait_until(|| server.count("list") > lists), "{}", p.log());
     assert_eq!(writes(&server), ["create Some(\"v1.a.example.com\") 201"]);
-    let (code, log) = p.terminate(WAIT);
-    assert_eq!(code, Some(0), "{log}");
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
 }

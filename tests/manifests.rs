@@ -5,9 +5,14 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use autoregister::api::APIService;
-use autoregister::controller::manifests::{fingerprint, load, ManifestError, ManifestSet};
+use autoregister::api::{APIService, DEFAULT_LABEL_KEY};
+use autoregister::controller::manifests::{fingerprint, ManifestError, ManifestSet};
 use autoregister::controller::{Desired, SyncMode};
+
+/// Loads PATH with the default ownership label.
+fn load(path: &Path) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>> {
+    autoregister::controller::manifests::load(path, DEFAULT_LABEL_KEY)
+}
 
 struct TempDir(PathBuf);
 
@@ -114,7 +119,12 @@ fn example_manifests_load_and_pass_api_server_validation() {
             SyncMode::Always
         };
         assert_eq!(d.mode, want, "{name}");
-        assert_eq!(d.object.auto_managed(), Some(want.label_value()), "{name}");
+        let written = autoregister::controller::Ownership::default().labelled(&d.object, d.mode);
+        assert_eq!(
+            written.ownership(DEFAULT_LABEL_KEY),
+            Some(want.label_value()),
+            "{name}"
+        );
     }
     let ca = desired["v1beta1.metrics.k8s.io"]
         .object
@@ -288,7 +298,7 @@ fn reload_applies_edits_and_keeps_last_good_on_errors() {
     let d = TempDir::new("reload");
     d.write("a.yaml", &svc("v1.a.io"));
     let b = d.write("b.yaml", &svc("v1.b.io"));
-    let mut set = ManifestSet::new(&d.0);
+    let mut set = ManifestSet::new(&d.0, DEFAULT_LABEL_KEY);
     let first = set.reload();
     assert!(first.errors.is_empty());
     assert_eq!(names(&first.desired), ["v1.a.io", "v1.b.io"]);

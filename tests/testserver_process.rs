@@ -107,6 +107,96 @@ fn process_rejects_bad_usage_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A plain HTTP/1.1 request to the process; answers (status line, body).
+fn plain_request(addr: &str, method: &str, path: &str, body: &str) -> (String, String) {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        c,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn process_plays_kube_apiserver_with_crd_groups() {
+    let mut child = Command::new(BIN)
+        .args(["--addr", "127.0.0.1:0", "--kube-apiserver"])
+        .args(["--crd-group", "widgets.example.com/v1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first.trim().trim_start_matches("http://").to_string();
+    let (status, body) = plain_request(
+        &addr,
+        "GET",
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        "",
+    );
+    assert!(status.contains(" 200 "), "{status}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"v1.apps") && names.contains(&"v1."),
+        "{names:?}"
+    );
+    assert!(names.contains(&"v1.widgets.example.com"), "{names:?}");
+    assert_eq!(names.len(), 22);
+
+    // The admin endpoint adds a CRD group and shows kube-apiserver's writes.
+    let (status, _) = plain_request(
+        &addr,
+        "POST",
+        "/_testserver/kube-apiserver/crd-groups",
+        r#"{"group": "gadgets.example.com", "version": "v2"}"#,
+    );
+    assert!(status.contains(" 200 "), "{status}");
+    let (_, writes) = plain_request(&addr, "GET", "/_testserver/kube-apiserver/writes", "");
+    let writes: serde_json::Value = serde_json::from_str(&writes).unwrap();
+    assert!(
+        writes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["name"] == "v2.gadgets.example.com"
+                && w["verb"] == "create"
+                && w["cell"] == "2C"),
+        "{writes}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn process_refuses_crd_groups_without_the_mode_or_malformed() {
+    for args in [
+        &["--crd-group", "a.example.com/v1"][..],
+        &["--kube-apiserver", "--crd-group", "a.example.com"][..],
+        &["--kube-apiserver", "--crd-group", "/v1"][..],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("crd-group"));
+    }
+}
+
 #[test]
 fn process_with_client_ca_refuses_a_client_without_a_certificate() {
     let dir = std::env::temp_dir().join(format!("autoregister-tsproc-ca-{}", std::process::id()));

@@ -73,7 +73,7 @@ fn ca_data(server: &TestServer) -> String {
 
 /// `run --once --timeout T` with `kubeconfig`; (exit code, log). A refused handshake
 /// fails until the timeout, so those cases use a short one.
-fn once(s: &Scratch, kubeconfig: &str, timeout: &str) -> (Option<i32>, String) {
+fn once(s: &Scratch, kubeconfig: &str, timeout: &str) -> (i32, String) {
     let kc = s.0.join("kc.yaml");
     std::fs::write(&kc, kubeconfig).unwrap();
     let m = s.manifests();
@@ -98,7 +98,7 @@ fn client_certificate_authenticates_through_the_binary_and_bad_ones_are_refused(
         .start()
         .unwrap();
     let s = Scratch::new("tls-client-cert");
-    s.write("a.yaml", manifest("a.example.com", 10).as_bytes());
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
 
     let (cert, key) = clients.issue(false);
     let (code, log) = once(
@@ -106,7 +106,7 @@ fn client_certificate_authenticates_through_the_binary_and_bad_ones_are_refused(
         &kubeconfig(&server, &ca_data(&server), Some((&cert, &key))),
         "20s",
     );
-    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(code, 0, "{log}");
     assert!(server
         .get_object("apiservices", None, "v1.a.example.com")
         .is_some());
@@ -114,7 +114,7 @@ fn client_certificate_authenticates_through_the_binary_and_bad_ones_are_refused(
     // No certificate: the handshake is refused, the reason named.
     let before = server.requests().len();
     let (code, log) = once(&s, &kubeconfig(&server, &ca_data(&server), None), "1s");
-    assert_eq!(code, Some(1), "{log}");
+    assert_eq!(code, 1, "{log}");
     assert!(log.contains("CertificateRequired"), "{log}");
 
     // An expired certificate: refused by the server, the alert names the expiry.
@@ -124,7 +124,7 @@ fn client_certificate_authenticates_through_the_binary_and_bad_ones_are_refused(
         &kubeconfig(&server, &ca_data(&server), Some((&cert, &key))),
         "1s",
     );
-    assert_eq!(code, Some(1), "{log}");
+    assert_eq!(code, 1, "{log}");
     assert!(log.contains("CertificateExpired"), "{log}");
 
     // A key that is not the certificate's: refused before connecting (exit 2, bad kubeconfig).
@@ -135,7 +135,7 @@ fn client_certificate_authenticates_through_the_binary_and_bad_ones_are_refused(
         &kubeconfig(&server, &ca_data(&server), Some((&cert, &other_key))),
         "1s",
     );
-    assert_eq!(code, Some(2), "{log}");
+    assert_eq!(code, 2, "{log}");
     assert!(log.contains("does not match"), "{log}");
     assert_eq!(
         server.requests().len(),
@@ -148,7 +148,7 @@ fn client_certificate_authenticates_through_the_binary_and_bad_ones_are_refused(
 fn a_ca_file_that_is_not_pem_is_refused_naming_the_file() {
     let server = TestServer::builder().tls(true).start().unwrap();
     let s = Scratch::new("tls-ca-der");
-    s.write("a.yaml", manifest("a.example.com", 10).as_bytes());
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
     // The CA as DER (what `openssl x509 -outform der` writes), not PEM.
     let pem = server.ca_pem().unwrap();
     let der = rustls_pki_types::pem::PemObject::from_pem_slice(&pem)
@@ -158,7 +158,7 @@ fn a_ca_file_that_is_not_pem_is_refused_naming_the_file() {
     std::fs::write(&ca, der).unwrap();
     let field = format!("certificate-authority: {}", ca.display());
     let (code, log) = once(&s, &kubeconfig(&server, &field, None), "1s");
-    assert_eq!(code, Some(2), "{log}");
+    assert_eq!(code, 2, "{log}");
     assert!(log.contains("ca.der") && log.contains("PEM"), "{log}");
     assert!(!log.contains("insecure"), "{log}");
     assert!(server.requests().is_empty(), "nothing was sent");

@@ -5,8 +5,13 @@ use serde_json::{Map, Value};
 
 use super::{ObjectMeta, Resource};
 
-/// Label that marks an APIService as owned by autoregister.
+/// Upstream's ownership label. On a real cluster it belongs to kube-apiserver, whose own
+/// autoregister controller registers the built-in groups with it: only a program that *is*
+/// the cluster's aggregator may use it as its key.
 pub const AUTO_MANAGED_LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
+/// This project's ownership label: a key of its own, outside the `kubernetes.io`/`k8s.io`
+/// prefixes Kubernetes reserves, so it never collides with kube-apiserver's.
+pub const DEFAULT_LABEL_KEY: &str = "autoregister.dev/automanaged";
 /// Label value: synced once, when the controller starts.
 pub const AUTO_MANAGED_ON_START: &str = "onstart";
 /// Label value: synced continuously.
@@ -140,9 +145,14 @@ impl APIService {
         }
     }
 
-    /// The automanaged label's value, if any.
+    /// Upstream's automanaged label's value, if any.
     pub fn auto_managed(&self) -> Option<&str> {
         self.metadata.label(AUTO_MANAGED_LABEL)
+    }
+
+    /// The value of the ownership label `key`, if any.
+    pub fn ownership(&self, key: &str) -> Option<&str> {
+        self.metadata.label(key)
     }
 }
 

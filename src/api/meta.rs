@@ -30,7 +30,7 @@ pub struct ObjectMeta {
     /// RFC 3339 time at which graceful deletion started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
-    /// Labels; `kube-aggregator.kubernetes.io/automanaged` marks managed objects.
+    /// Labels; the controller's ownership label marks managed objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
     /// Annotations, kept verbatim.
@@ -53,6 +53,41 @@ impl ObjectMeta {
     /// The value of label `key`, if set.
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// The managers named in `metadata.managedFields`, most recent write first.
+    pub fn field_managers(&self) -> Vec<String> {
+        let mut entries: Vec<(String, String)> = self
+            .extra
+            .get("managedFields")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let manager = e.get("manager")?.as_str()?.to_string();
+                let time = e.get("time").and_then(Value::as_str).unwrap_or("");
+                Some((time.to_string(), manager))
+            })
+            .collect();
+        // RFC 3339 times in UTC sort as strings; the stable sort keeps the server's order on ties.
+        entries.sort_by(|a, b| b.0.cmp(&a.0));
+        let mut out: Vec<String> = Vec::new();
+        for (_, m) in entries {
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+        out
+    }
+
+    /// Removes label `key`.
+    pub fn remove_label(&mut self, key: &str) {
+        if let Some(labels) = &mut self.labels {
+            labels.remove(key);
+            if labels.is_empty() {
+                self.labels = None;
+            }
+        }
     }
 
     /// Sets label `key` to `value`.

@@ -1,6 +1,7 @@
 //! API types: the Kubernetes objects this program reads and writes.
 
 mod apiservice;
+mod label;
 mod lease;
 mod meta;
 mod resource;
@@ -10,8 +11,9 @@ mod watch;
 
 pub use apiservice::{
     APIService, APIServiceCondition, APIServiceSpec, APIServiceStatus, ServiceReference,
-    AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START,
+    AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START, DEFAULT_LABEL_KEY,
 };
+pub use label::{is_reserved_label_key, validate_label_key};
 pub use lease::{Lease, LeaseSpec};
 pub use meta::{ListMeta, ObjectList, ObjectMeta};
 pub use resource::Resource;

@@ -3,10 +3,13 @@
 //! ```text
 //! autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR]
 //!                         [--client-ca FILE] [--token TOKEN] [--history N]
+//!                         [--kube-apiserver [--crd-group GROUP/VERSION]...]
 //! ```
 //!
 //! Prints its URL as the first line of stdout once it accepts connections and serves until
 //! SIGTERM/SIGINT. Faults, the request log and seeding are under `/_testserver/`.
+//! `--kube-apiserver` plays kube-apiserver: built-in APIServices and its own autoregister
+//! rules for the kube-aggregator label; `--crd-group` adds a CRD group it keeps registered.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,7 +17,7 @@ use std::process::ExitCode;
 
 use autoregister::testserver::TestServer;
 
-const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--client-ca FILE] [--token TOKEN] [--history N]";
+const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--client-ca FILE] [--token TOKEN] [--history N] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
 
 struct Args {
     addr: String,
@@ -23,6 +26,8 @@ struct Args {
     client_ca: Option<PathBuf>,
     token: Option<String>,
     history: Option<usize>,
+    kube_apiserver: bool,
+    crd_groups: Vec<(String, String)>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -34,6 +39,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         client_ca: None,
         token: None,
         history: None,
+        kube_apiserver: false,
+        crd_groups: Vec::new(),
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -44,12 +51,25 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("client-ca") => args.client_ca = Some(parser.value()?.into()),
             Long("token") => args.token = Some(parser.value()?.string()?),
             Long("history") => args.history = Some(parser.value()?.parse()?),
+            Long("kube-apiserver") => args.kube_apiserver = true,
+            Long("crd-group") => {
+                let gv = parser.value()?.string()?;
+                match gv.split_once('/') {
+                    Some((g, v)) if !g.is_empty() && !v.is_empty() && !v.contains('/') => {
+                        args.crd_groups.push((g.to_string(), v.to_string()))
+                    }
+                    _ => return Err(format!("--crd-group wants GROUP/VERSION, got {gv:?}").into()),
+                }
+            }
             Long("help") | Short('h') => {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
             _ => return Err(arg.unexpected()),
         }
+    }
+    if !args.crd_groups.is_empty() && !args.kube_apiserver {
+        return Err("--crd-group needs --kube-apiserver".into());
     }
     Ok(args)
 }
@@ -93,6 +113,10 @@ fn main() -> ExitCode {
     }
     if let Some(h) = args.history {
         builder = builder.history(h);
+    }
+    builder = builder.kube_apiserver(args.kube_apiserver);
+    for (g, v) in &args.crd_groups {
+        builder = builder.kube_apiserver_crd_group(g.clone(), v.clone());
     }
     let server = match builder.start() {
         Ok(s) => s,

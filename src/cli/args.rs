@@ -3,7 +3,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use autoregister::api::{
+    is_reserved_label_key, validate_label_key, AUTO_MANAGED_LABEL, DEFAULT_LABEL_KEY,
+};
 use autoregister::client::{DEFAULT_BURST, DEFAULT_QPS};
+use autoregister::controller::Ownership;
 
 use super::duration;
 
@@ -14,10 +18,16 @@ usage:
                     [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--qps F] [--burst N] [--resync DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
+                    [--label-key KEY] [--adopt] [--allow-empty]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
+                    [--label-key KEY] [--adopt] [--allow-empty]
   autoregister version
 
 PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
+--label-key KEY   the ownership label (default autoregister.dev/automanaged); one
+                  instance or leader-elected group per key
+--adopt           take over desired APIServices that carry no ownership label
+--allow-empty     let an empty PATH deregister every APIService we manage
 Durations: 500ms, 30s, 2m, 1h.
 Exit codes: 0 ok, 1 did not converge / runtime failure, 2 bad usage, manifest or kubeconfig.";
 
@@ -49,6 +59,50 @@ pub struct KubeArgs {
     pub burst: Option<u32>,
 }
 
+/// Which objects are ours: `--label-key`, `--adopt`, `--allow-empty`.
+#[derive(Debug)]
+pub struct OwnershipArgs {
+    /// `--label-key` (default [`DEFAULT_LABEL_KEY`]).
+    pub label_key: String,
+    /// `--adopt`.
+    pub adopt: bool,
+    /// `--allow-empty`.
+    pub allow_empty: bool,
+}
+
+impl Default for OwnershipArgs {
+    fn default() -> Self {
+        OwnershipArgs {
+            label_key: DEFAULT_LABEL_KEY.to_string(),
+            adopt: false,
+            allow_empty: false,
+        }
+    }
+}
+
+impl OwnershipArgs {
+    /// The ownership policy these flags describe.
+    pub fn ownership(&self) -> Ownership {
+        Ownership {
+            label_key: self.label_key.clone(),
+            adopt: self.adopt,
+            allow_empty: self.allow_empty,
+        }
+    }
+
+    /// The warning to print when the key is kube-apiserver's own.
+    pub fn upstream_key_warning(&self) -> Option<String> {
+        (self.label_key == AUTO_MANAGED_LABEL).then(|| {
+            format!(
+                "--label-key {AUTO_MANAGED_LABEL} is kube-apiserver's own label: on a real cluster \
+                 its built-in APIServices (v1., v1.apps, ...) then count as ours and may be \
+                 deleted, and kube-apiserver deletes what we create. Use it only if this program \
+                 is the cluster's aggregator"
+            )
+        })
+    }
+}
+
 /// Arguments of `run`.
 #[derive(Debug)]
 pub struct RunArgs {
@@ -70,6 +124,8 @@ pub struct RunArgs {
     pub lease_namespace: String,
     /// `--lease-name` (default `autoregister`).
     pub lease_name: String,
+    /// Ownership flags.
+    pub ownership: OwnershipArgs,
     /// Connection flags.
     pub kube: KubeArgs,
 }
@@ -79,6 +135,8 @@ pub struct RunArgs {
 pub struct PlanArgs {
     /// `--manifests`.
     pub manifests: PathBuf,
+    /// Ownership flags.
+    pub ownership: OwnershipArgs,
     /// Connection flags.
     pub kube: KubeArgs,
 }
@@ -106,6 +164,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut lease_namespace = "kube-system".to_string();
     let mut lease_name = "autoregister".to_string();
     let mut kube = KubeArgs::default();
+    let mut ownership = OwnershipArgs::default();
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         let run_only = |name: &str| {
             if sub == "run" {
@@ -141,6 +200,19 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                     .map_err(|_| format!("--burst: invalid number {v:?}"))?;
                 kube.burst = Some(b.max(1));
             }
+            Long("label-key") if sub != "version" => {
+                let key = value(&mut parser)?;
+                validate_label_key(&key).map_err(|e| format!("--label-key: {e}"))?;
+                if is_reserved_label_key(&key) && key != AUTO_MANAGED_LABEL {
+                    return Err(format!(
+                        "--label-key {key:?}: the kubernetes.io and k8s.io prefixes are reserved \
+                         for Kubernetes; choose a prefix of your own"
+                    ));
+                }
+                ownership.label_key = key;
+            }
+            Long("adopt") if sub != "version" => ownership.adopt = true,
+            Long("allow-empty") if sub != "version" => ownership.allow_empty = true,
             Long("once") => {
                 run_only("once")?;
                 once = true;
@@ -199,10 +271,15 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             leader_elect,
             lease_namespace,
             lease_name,
+            ownership,
             kube,
         })
     } else {
-        Command::Plan(PlanArgs { manifests, kube })
+        Command::Plan(PlanArgs {
+            manifests,
+            ownership,
+            kube,
+        })
     })
 }
 
@@ -237,7 +314,8 @@ mod tests {
         let Ok(Command::Run(r)) = p(
             "run --manifests m --once --timeout 2s --workers 4 --server http://x \
              --context c --kubeconfig k --qps 0 --burst 7 --resync 1m --health-addr 127.0.0.1:0 \
-             --leader-elect --lease-namespace ns --lease-name n",
+             --leader-elect --lease-namespace ns --lease-name n --label-key a.example/m \
+             --adopt --allow-empty",
         ) else {
             panic!("not a run command");
         };
@@ -254,6 +332,28 @@ mod tests {
             (r.lease_namespace.as_str(), r.lease_name.as_str()),
             ("ns", "n")
         );
+        assert_eq!(r.ownership.label_key, "a.example/m");
+        assert!(r.ownership.adopt && r.ownership.allow_empty);
+    }
+
+    #[test]
+    fn label_key_default_validation_and_the_upstream_warning() {
+        let Ok(Command::Plan(pl)) = p("plan --manifests m") else {
+            panic!("not plan")
+        };
+        assert_eq!(pl.ownership.label_key, DEFAULT_LABEL_KEY);
+        assert!(!pl.ownership.adopt && !pl.ownership.allow_empty);
+        assert!(pl.ownership.upstream_key_warning().is_none());
+        assert!(p("run --manifests m --label-key Bad/Key").is_err());
+        assert!(p("run --manifests m --label-key example.k8s.io/x")
+            .unwrap_err()
+            .contains("reserved"));
+        let Ok(Command::Run(r)) = p(&format!(
+            "run --manifests m --label-key {AUTO_MANAGED_LABEL}"
+        )) else {
+            panic!("upstream's key is allowed, with a warning")
+        };
+        assert!(r.ownership.upstream_key_warning().is_some());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use autoregister::api::Lease;
 use autoregister::client::{Api, Client};
 use autoregister::controller::decision::{Desired, SyncMode};
-use autoregister::controller::manifests::{fingerprint, ManifestSet};
+use autoregister::controller::manifests::{Poll, Reloaded, Reloader};
 use autoregister::controller::{Controller, ControllerOptions};
 use autoregister::ops::{OpsServer, OpsSources};
 use autoregister::runtime::leader::{
@@ -26,8 +26,10 @@ const LEADER_WAIT_SLICE: Duration = Duration::from_millis(200);
 
 /// Runs `run`; returns the exit code.
 pub fn run(args: &RunArgs) -> Result<i32, Failure> {
-    let mut manifests = ManifestSet::new(&args.manifests);
-    let loaded = manifests.reload();
+    let o = &args.ownership;
+    let mut manifests = Reloader::new(&args.manifests, &o.label_key, o.allow_empty);
+    // Read now so a bad manifest exits 2 at once, before any connection.
+    let loaded = manifests.load();
     if !loaded.errors.is_empty() {
         return Err(Failure::usage(loaded.errors));
     }
@@ -39,6 +41,10 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         ControllerOptions {
             workers: args.workers,
             resync: args.resync,
+            label_key: o.label_key.clone(),
+            adopt: o.adopt,
+            allow_empty: o.allow_empty,
+            ..ControllerOptions::default()
         },
     );
     // Serving before leader election and start: a standby replica must answer its probes,
@@ -72,6 +78,13 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         None
     };
     let lost = leader.as_ref().map_or_else(never, LeaderHandle::lost);
+    // A standby may have waited a long time: what counts is PATH as it is now that we lead.
+    let loaded = if leader.is_some() {
+        manifests.load()
+    } else {
+        loaded
+    };
+    report_reload(&loaded, manifests.path());
     let mut applied = BTreeMap::new();
     apply(&controller, &mut applied, loaded.desired);
     controller.start();
@@ -111,6 +124,17 @@ fn once(args: &RunArgs, controller: &Controller, stop: &Receiver<i32>, lost: &Re
                 info!("converged");
                 return exit::OK;
             }
+            // Only names a guard holds are left: they will not converge by waiting.
+            Err(pending) if !pending.is_empty() && pending.iter().all(|p| p.blocked) => {
+                error!(
+                    "not converged: {} APIServices are not ours to write:",
+                    pending.len()
+                );
+                for p in pending {
+                    error!("  {}: {}", p.name, p.reason);
+                }
+                return exit::FAILED;
+            }
             Err(pending) if std::time::Instant::now() >= deadline => {
                 error!("did not converge within {:?}:", args.timeout);
                 for p in pending {
@@ -131,16 +155,15 @@ fn once(args: &RunArgs, controller: &Controller, stop: &Receiver<i32>, lost: &Re
     }
 }
 
-/// Runs until a signal, applying manifest changes as a diff.
+/// Runs until a signal, applying settled manifest changes as a diff.
 fn keep_running(
     controller: &Controller,
-    manifests: &mut ManifestSet,
+    manifests: &mut Reloader,
     applied: &mut BTreeMap<String, Desired>,
     stop: &Receiver<i32>,
     lost: &Receiver<()>,
 ) -> i32 {
     let ticker = tick(MANIFEST_POLL);
-    let mut seen = fingerprint(manifests.path());
     loop {
         select! {
             recv(stop) -> _ => {
@@ -152,16 +175,10 @@ fn keep_running(
                 return exit::FAILED;
             }
             recv(ticker) -> _ => {
-                let now = fingerprint(manifests.path());
-                if now == seen {
-                    continue;
+                if let Poll::Changed(loaded) = manifests.poll() {
+                    report_reload(&loaded, manifests.path());
+                    apply(controller, applied, loaded.desired);
                 }
-                seen = now;
-                let loaded = manifests.reload();
-                for e in &loaded.errors {
-                    warn!("{e} (keeping the last good objects of that file)");
-                }
-                apply(controller, applied, loaded.desired);
             }
         }
     }
@@ -200,6 +217,21 @@ fn become_leader(
             handle.release_and_stop();
             return Ok(None);
         }
+    }
+}
+
+/// Logs what is wrong with a reload and what was kept because of it.
+fn report_reload(loaded: &Reloaded, path: &std::path::Path) {
+    for e in &loaded.errors {
+        warn!("{e} (keeping the last good objects of that file)");
+    }
+    if loaded.held_empty {
+        warn!(
+            "{} declares no APIServices any more; keeping the {} registered ones \
+             (give --allow-empty to let an empty set deregister them)",
+            path.display(),
+            loaded.desired.len()
+        );
     }
 }
 

@@ -57,6 +57,7 @@ pub struct DeleteParams {
 pub struct Api<K> {
     client: Client,
     namespace: Option<String>,
+    field_manager: Option<String>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -65,6 +66,7 @@ impl<K> Clone for Api<K> {
         Api {
             client: self.client.clone(),
             namespace: self.namespace.clone(),
+            field_manager: self.field_manager.clone(),
             _kind: PhantomData,
         }
     }
@@ -76,6 +78,7 @@ impl<K: Resource> Api<K> {
         Api {
             client,
             namespace: None,
+            field_manager: None,
             _kind: PhantomData,
         }
     }
@@ -85,6 +88,7 @@ impl<K: Resource> Api<K> {
         Api {
             client,
             namespace: Some(namespace.to_string()),
+            field_manager: None,
             _kind: PhantomData,
         }
     }
@@ -93,6 +97,24 @@ impl<K: Resource> Api<K> {
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.client = self.client.with_timeout(timeout);
         self
+    }
+
+    /// This handle naming `manager` as the `fieldManager` of every create and update,
+    /// so `metadata.managedFields` shows who wrote what.
+    pub fn with_field_manager(mut self, manager: impl Into<String>) -> Self {
+        self.field_manager = Some(manager.into()).filter(|m| !m.is_empty());
+        self
+    }
+
+    /// The `fieldManager` this handle writes as, if any.
+    pub fn field_manager(&self) -> Option<&str> {
+        self.field_manager.as_deref()
+    }
+
+    fn with_manager(&self, path: String) -> String {
+        let mut q = Query::default();
+        q.opt("fieldManager", self.field_manager.as_deref());
+        q.finish(path)
     }
 
     /// The client under this handle.
@@ -184,15 +206,16 @@ impl<K: Resource> Api<K> {
 
     /// Creates `obj`; answers the stored object.
     pub fn create(&self, obj: &K) -> Result<K, Error> {
-        let body =
-            self.client
-                .send(Verb::Post, &self.collection_path(), Some(encode_json(obj)?))?;
+        let path = self.with_manager(self.collection_path());
+        let body = self
+            .client
+            .send(Verb::Post, &path, Some(encode_json(obj)?))?;
         decode(&body)
     }
 
     /// Replaces `obj` (PUT); its `metadata.resourceVersion` makes it conditional.
     pub fn update(&self, obj: &K) -> Result<K, Error> {
-        let path = self.object_path(obj.name())?;
+        let path = self.with_manager(self.object_path(obj.name())?);
         let body = self
             .client
             .send(Verb::Put, &path, Some(encode_json(obj)?))?;

@@ -14,12 +14,18 @@
 //! 5. managed onstart, present at start    | delete once    | update once      | update once
 //! 6. managed always                       | delete         | update once      | update
 //! ```
+//!
+//! "Managed" is decided by an [`Ownership`] policy: our own label key, never
+//! kube-apiserver's unless that is our key. Beyond upstream, two guards: a desired
+//! name held by someone else (3B/3C) is *blocked* (not converged) unless `adopt`
+//! takes it over, and an empty desired set deletes nothing unless `allow_empty`.
 
 use std::fmt;
 use std::str::FromStr;
 
 use crate::api::{
     APIService, Resource, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START,
+    DEFAULT_LABEL_KEY,
 };
 
 /// How a desired APIService is kept: once at start, or continuously.
@@ -32,7 +38,7 @@ pub enum SyncMode {
 }
 
 impl SyncMode {
-    /// The automanaged label value that marks this mode.
+    /// The ownership label value that marks this mode.
     pub fn label_value(self) -> &'static str {
         match self {
             SyncMode::OnStart => AUTO_MANAGED_ON_START,
@@ -59,14 +65,133 @@ impl fmt::Display for SyncMode {
     }
 }
 
-/// A copy of `obj` carrying the automanaged label for `mode`, as upstream's
-/// `AddAPIServiceToSyncOnStart` (`onstart`) and `AddAPIServiceToSync` (`true`) store it.
-pub fn with_label(obj: &APIService, mode: SyncMode) -> APIService {
-    let mut out = obj.clone();
-    out.metadata
-        .set_label(AUTO_MANAGED_LABEL, mode.label_value());
-    fill_type_meta(&mut out);
-    out
+/// Which objects are ours and how far the controller may reach: a value passed down, never a global.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ownership {
+    /// The label whose value `onstart`/`true` marks our objects.
+    pub label_key: String,
+    /// Take over a desired object that carries no ownership label (in place, same UID).
+    pub adopt: bool,
+    /// Let an empty desired set deregister what we manage (decommissioning).
+    pub allow_empty: bool,
+}
+
+impl Default for Ownership {
+    fn default() -> Self {
+        Ownership::new(DEFAULT_LABEL_KEY)
+    }
+}
+
+/// Who holds an object that is not ours, as far as its labels tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// kube-apiserver's own autoregister (upstream's label, which is not our key).
+    KubeApiserver(String),
+    /// Another autoregister-style controller: `<prefix>/automanaged: onstart|true` under another key.
+    OtherController {
+        /// Its label key.
+        key: String,
+        /// Its label value.
+        value: String,
+    },
+    /// No ownership label we recognise (created by hand, by Helm, by `kubectl apply`, ...).
+    Unlabelled,
+}
+
+impl Owner {
+    /// Whether `--adopt` may take the object over: only one nobody claims by label.
+    pub fn adoptable(&self) -> bool {
+        matches!(self, Owner::Unlabelled)
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Owner::KubeApiserver(v) => write!(f, "kube-apiserver (label {AUTO_MANAGED_LABEL}={v})"),
+            Owner::OtherController { key, value } => {
+                write!(f, "another controller (label {key}={value})")
+            }
+            Owner::Unlabelled => f.write_str("no ownership label"),
+        }
+    }
+}
+
+fn is_mode_value(v: &str) -> bool {
+    v == AUTO_MANAGED_ON_START || v == AUTO_MANAGED_ALWAYS
+}
+
+impl Ownership {
+    /// Our objects carry `label_key`; neither adopting nor deregistering on an empty set.
+    pub fn new(label_key: impl Into<String>) -> Ownership {
+        Ownership {
+            label_key: label_key.into(),
+            adopt: false,
+            allow_empty: false,
+        }
+    }
+
+    /// Whether our key is upstream's, which on a real cluster belongs to kube-apiserver.
+    pub fn is_upstream_key(&self) -> bool {
+        self.label_key == AUTO_MANAGED_LABEL
+    }
+
+    /// Our label's value (`onstart` or `true`) when `obj` is ours, else `None`.
+    ///
+    /// An object that also carries kube-apiserver's label is never ours unless that is our key.
+    pub fn managed_value<'a>(&self, obj: &'a APIService) -> Option<&'a str> {
+        if !self.is_upstream_key() && obj.auto_managed().is_some() {
+            return None;
+        }
+        obj.ownership(&self.label_key).filter(|v| is_mode_value(v))
+    }
+
+    /// Whether `obj` is ours.
+    pub fn is_managed(&self, obj: &APIService) -> bool {
+        self.managed_value(obj).is_some()
+    }
+
+    /// Who holds `obj`, for an object that is not ours.
+    pub fn owner(&self, obj: &APIService) -> Owner {
+        if let Some(v) = obj.auto_managed().filter(|_| !self.is_upstream_key()) {
+            return Owner::KubeApiserver(v.to_string());
+        }
+        let other = obj.metadata.labels.iter().flatten().find(|(k, v)| {
+            **k != self.label_key
+                && (k.ends_with("/automanaged") || k.as_str() == "automanaged")
+                && is_mode_value(v)
+        });
+        match other {
+            Some((k, v)) => Owner::OtherController {
+                key: k.clone(),
+                value: v.clone(),
+            },
+            None => Owner::Unlabelled,
+        }
+    }
+
+    /// The mode a manifest object asks for (see [`manifest_mode`]).
+    pub fn mode_in_manifest(&self, obj: &APIService) -> SyncMode {
+        manifest_mode(obj, &self.label_key)
+    }
+
+    /// A copy of `obj` as we write it: our label for `mode`, and kube-apiserver's label
+    /// removed unless it is our key (we never write that label on its behalf).
+    pub fn labelled(&self, obj: &APIService, mode: SyncMode) -> APIService {
+        let mut out = obj.clone();
+        if !self.is_upstream_key() {
+            out.metadata.remove_label(AUTO_MANAGED_LABEL);
+        }
+        out.metadata.set_label(&self.label_key, mode.label_value());
+        fill_type_meta(&mut out);
+        out
+    }
+}
+
+/// The mode a manifest object asks for: the value of `label_key`, else (for manifests
+/// written for upstream) the kube-aggregator label's; `onstart` or continuously.
+pub fn manifest_mode(obj: &APIService, label_key: &str) -> SyncMode {
+    SyncMode::from_label(obj.ownership(label_key).or(obj.auto_managed()))
 }
 
 /// Objects built with `Default` or read from a list may lack apiVersion/kind;
@@ -83,19 +208,18 @@ fn fill_type_meta(obj: &mut APIService) {
 /// One entry of the desired set.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
-    /// The object to create; carries the automanaged label matching `mode`.
+    /// The object as declared; the ownership label is added when it is written.
     pub object: APIService,
     /// How it is kept.
     pub mode: SyncMode,
 }
 
 impl Desired {
-    /// A desired entry for `obj`, labelled for `mode` (the caller's object is not changed).
+    /// A desired entry for `obj` in `mode` (the caller's object is not changed).
     pub fn new(obj: &APIService, mode: SyncMode) -> Desired {
-        Desired {
-            object: with_label(obj, mode),
-            mode,
-        }
+        let mut object = obj.clone();
+        fill_type_meta(&mut object);
+        Desired { object, mode }
     }
 }
 
@@ -110,6 +234,21 @@ pub enum Current<'a> {
     Present(&'a APIService),
 }
 
+/// Everything the decision looks at for one name.
+#[derive(Clone, Copy, Debug)]
+pub struct Facts<'a> {
+    /// The desired entry, if the name is desired.
+    pub desired: Option<&'a Desired>,
+    /// What the cache holds.
+    pub current: Current<'a>,
+    /// This process already synced the name successfully.
+    pub synced_once: bool,
+    /// The name was in the cache when it first synced.
+    pub present_at_start: bool,
+    /// The whole desired set is empty (the guard against mass deregistration).
+    pub desired_set_empty: bool,
+}
+
 /// What the worker should do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
@@ -119,6 +258,8 @@ pub enum Action {
     Create(APIService),
     /// Replace the object with this one: the cached object with the desired `.spec`.
     Update(APIService),
+    /// Take over an object nobody claims: the cached object with the desired `.spec` and our label.
+    Adopt(APIService),
     /// Delete the object, only if it still has this UID.
     Delete {
         /// Name of the object.
@@ -126,18 +267,22 @@ pub enum Action {
         /// UID precondition.
         uid: String,
     },
+    /// Nothing is written and the name is not converged: a guard holds it (why, for people).
+    Blocked(String),
     /// Nothing can be decided; retry later with backoff.
     Error(String),
 }
 
 impl Action {
-    /// One word for logs and `plan`: `none`, `create`, `update`, `delete`, `error`.
+    /// One word for logs and `plan`: `none`, `create`, `update`, `adopt`, `delete`, `blocked`, `error`.
     pub fn verb(&self) -> &'static str {
         match self {
             Action::None => "none",
             Action::Create(_) => "create",
             Action::Update(_) => "update",
+            Action::Adopt(_) => "adopt",
             Action::Delete { .. } => "delete",
+            Action::Blocked(_) => "blocked",
             Action::Error(_) => "error",
         }
     }
@@ -168,18 +313,18 @@ impl Cell {
     }
 
     /// The cell the facts fall in, whatever action fires.
-    pub fn of(desired: Option<&Desired>, current: Current<'_>, present_at_start: bool) -> Cell {
-        let row = match current {
+    pub fn of(ownership: &Ownership, facts: &Facts<'_>) -> Cell {
+        let row = match facts.current {
             Current::LookupError(_) => 1,
             Current::NotFound => 2,
-            Current::Present(curr) => match curr.auto_managed() {
-                Some(AUTO_MANAGED_ON_START) if !present_at_start => 4,
+            Current::Present(curr) => match ownership.managed_value(curr) {
+                Some(AUTO_MANAGED_ON_START) if !facts.present_at_start => 4,
                 Some(AUTO_MANAGED_ON_START) => 5,
-                Some(AUTO_MANAGED_ALWAYS) => 6,
-                _ => 3,
+                Some(_) => 6,
+                None => 3,
             },
         };
-        let column = match desired.map(|d| d.mode) {
+        let column = match facts.desired.map(|d| d.mode) {
             None => 'A',
             Some(SyncMode::OnStart) => 'B',
             Some(SyncMode::Always) => 'C',
@@ -220,18 +365,10 @@ pub struct Decision {
     pub reason: &'static str,
 }
 
-/// Decides what to do with one name, exactly as upstream's `checkAPIService`.
-///
-/// `synced_once`: this process already synced the name successfully.
-/// `present_at_start`: the name was in the cache when it first synced.
-pub fn decide(
-    desired: Option<&Desired>,
-    current: Current<'_>,
-    synced_once: bool,
-    present_at_start: bool,
-) -> Decision {
-    let cell = Cell::of(desired, current, present_at_start);
-    let (action, reason) = rule(desired, current, synced_once, present_at_start);
+/// Decides what to do with one name: upstream's `checkAPIService` under `ownership`.
+pub fn decide(ownership: &Ownership, facts: &Facts<'_>) -> Decision {
+    let cell = Cell::of(ownership, facts);
+    let (action, reason) = rule(ownership, facts);
     Decision {
         action,
         cell,
@@ -240,16 +377,12 @@ pub fn decide(
 }
 
 /// The `switch` of `checkAPIService`, case by case in upstream's order.
-fn rule(
-    desired: Option<&Desired>,
-    current: Current<'_>,
-    synced_once: bool,
-    present_at_start: bool,
-) -> (Action, &'static str) {
+fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
+    let desired = facts.desired;
     // Upstream's first four cases; each is about one kind of `current`, so a match
     // per kind keeps their order.
-    let once_done = desired.is_some_and(|d| d.mode == SyncMode::OnStart) && synced_once;
-    let curr = match current {
+    let once_done = desired.is_some_and(|d| d.mode == SyncMode::OnStart) && facts.synced_once;
+    let curr = match facts.current {
         // 1A, 1B, 1C
         Current::LookupError(e) => return (Action::Error(e.to_string()), "lookup failed"),
         Current::NotFound => {
@@ -259,29 +392,39 @@ fn rule(
                 // 2B "once" enforcement: a missing onstart object is not recreated.
                 Some(_) if once_done => (Action::None, "onstart entry already synced"),
                 // 2B, 2C
-                Some(d) => (Action::Create(d.object.clone()), "desired, absent"),
+                Some(d) => (
+                    Action::Create(ownership.labelled(&d.object, d.mode)),
+                    "desired, absent",
+                ),
             };
         }
         // 5B, 6B "once" enforcement (3B and 4B would be no-ops anyway).
         Current::Present(_) if once_done => return (Action::None, "onstart entry already synced"),
         Current::Present(curr) => curr,
     };
-    let label = curr.auto_managed();
-    let curr_on_start = label == Some(AUTO_MANAGED_ON_START);
-    if !(curr_on_start || label == Some(AUTO_MANAGED_ALWAYS)) {
-        // 3A, 3B, 3C: never touch what we do not own.
-        return (Action::None, "not managed");
-    }
-    if curr_on_start && !present_at_start {
+    let Some(label) = ownership.managed_value(curr) else {
+        // 3A, 3B, 3C: never touch what we do not own, unless adopting it.
+        return not_ours(ownership, desired, curr);
+    };
+    let curr_on_start = label == AUTO_MANAGED_ON_START;
+    if curr_on_start && !facts.present_at_start {
         // 4A, 4B, 4C
         return (Action::None, "onstart object created after start");
     }
-    if curr_on_start && synced_once {
+    if curr_on_start && facts.synced_once {
         // 5A, 5B, 5C: "once" enforcement.
         return (Action::None, "onstart object already synced");
     }
     let Some(desired) = desired else {
         // 5A, 6A: a spurious object we manage.
+        if facts.desired_set_empty && !ownership.allow_empty {
+            return (
+                Action::Blocked(
+                    "the desired set is empty: not deregistering without --allow-empty".into(),
+                ),
+                "managed, not desired, empty set",
+            );
+        }
         return match (&curr.metadata.name, &curr.metadata.uid) {
             (Some(name), Some(uid)) if !name.is_empty() && !uid.is_empty() => (
                 Action::Delete {
@@ -308,11 +451,68 @@ fn rule(
     (Action::Update(updated), "spec differs")
 }
 
+/// 3A, 3B, 3C: an object that is not ours.
+fn not_ours(
+    ownership: &Ownership,
+    desired: Option<&Desired>,
+    curr: &APIService,
+) -> (Action, &'static str) {
+    let Some(desired) = desired else {
+        return (Action::None, "not ours");
+    };
+    let owner = ownership.owner(curr);
+    if ownership.adopt && owner.adoptable() {
+        // In place: same UID, everything kept but the spec, our label added.
+        let mut adopted = ownership.labelled(curr, desired.mode);
+        adopted.spec = desired.object.spec.clone();
+        return (Action::Adopt(adopted), "not ours, adopting");
+    }
+    if curr.spec == desired.object.spec {
+        return (Action::None, "not ours, spec already as desired");
+    }
+    let managers = curr.metadata.field_managers();
+    let managers = if managers.is_empty() {
+        String::new()
+    } else {
+        format!(", written by {}", managers.join(", "))
+    };
+    let remedy = match (&owner, ownership.adopt) {
+        (Owner::Unlabelled, _) => "--adopt would take it over in place",
+        (Owner::KubeApiserver(_), _) => "never adopted: kube-apiserver owns it",
+        (Owner::OtherController { .. }, _) => "never adopted: another controller claims it",
+    };
+    (
+        Action::Blocked(format!("held by {owner}{managers}, spec differs; {remedy}")),
+        "not ours, spec differs",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::APIServiceSpec;
     use serde_json::json;
+
+    const KEY: &str = DEFAULT_LABEL_KEY;
+
+    /// `decide` with the default ownership and a non-empty desired set.
+    fn decide4(
+        desired: Option<&Desired>,
+        current: Current<'_>,
+        synced_once: bool,
+        present_at_start: bool,
+    ) -> Decision {
+        decide(
+            &Ownership::default(),
+            &Facts {
+                desired,
+                current,
+                synced_once,
+                present_at_start,
+                desired_set_empty: false,
+            },
+        )
+    }
 
     fn spec(group: &str) -> APIServiceSpec {
         APIServiceSpec {
@@ -330,7 +530,7 @@ mod tests {
         o.metadata.uid = Some("uid-1".to_string());
         o.metadata.resource_version = Some("42".to_string());
         if let Some(l) = label {
-            o.metadata.set_label(AUTO_MANAGED_LABEL, l);
+            o.metadata.set_label(KEY, l);
         }
         o
     }
@@ -340,7 +540,7 @@ mod tests {
     }
 
     /// The facts behind a cell: the cached object (by row) and the desired entry (by column).
-    fn facts(cell: &str) -> (Option<Desired>, Option<APIService>, bool) {
+    fn facts_for(cell: &str) -> (Option<Desired>, Option<APIService>, bool) {
         let cell: Cell = cell.parse().unwrap();
         let d = match cell.column() {
             'A' => None,
@@ -359,13 +559,13 @@ mod tests {
     }
 
     fn decide_cell(cell: &str, synced_once: bool) -> Decision {
-        let (d, curr, at_start) = facts(cell);
+        let (d, curr, at_start) = facts_for(cell);
         let current = match (cell.starts_with('1'), &curr) {
             (true, _) => Current::LookupError("etcd timeout"),
             (false, None) => Current::NotFound,
             (false, Some(c)) => Current::Present(c),
         };
-        decide(d.as_ref(), current, synced_once, at_start)
+        decide4(d.as_ref(), current, synced_once, at_start)
     }
 
     #[test]
@@ -386,11 +586,11 @@ mod tests {
             ("absent, onstart already synced: not recreated", "2B", true, "none"),
             ("absent, always after sync: recreated", "2C", true, "create"),
             ("unmanaged, not desired: untouched", "3A", false, "none"),
-            ("unmanaged, onstart: untouched", "3B", false, "none"),
-            ("unmanaged, always: untouched", "3C", false, "none"),
+            ("not ours, onstart, spec differs: blocked", "3B", false, "blocked"),
+            ("not ours, always, spec differs: blocked", "3C", false, "blocked"),
             ("unmanaged after sync, not desired: untouched", "3A", true, "none"),
             ("unmanaged after sync, onstart: untouched", "3B", true, "none"),
-            ("unmanaged after sync, always: untouched", "3C", true, "none"),
+            ("not ours after sync, always: still blocked", "3C", true, "blocked"),
             ("onstart created later, not desired: untouched", "4A", false, "none"),
             ("onstart created later, onstart: untouched", "4B", false, "none"),
             ("onstart created later, always: untouched", "4C", false, "none"),
@@ -422,7 +622,7 @@ mod tests {
         let curr = cached(Some("true"), "stale");
         let d = desired(SyncMode::Always);
         for at_start in [false, true] {
-            let got = decide(Some(&d), Current::Present(&curr), false, at_start);
+            let got = decide4(Some(&d), Current::Present(&curr), false, at_start);
             assert_eq!(got.cell.to_string(), "6C");
             assert_eq!(got.action.verb(), "update");
         }
@@ -431,14 +631,14 @@ mod tests {
     #[test]
     fn unknown_label_value_is_not_managed() {
         let curr = cached(Some("false"), "stale");
-        let got = decide(None, Current::Present(&curr), false, true);
+        let got = decide4(None, Current::Present(&curr), false, true);
         assert_eq!(got.cell.to_string(), "3A");
         assert_eq!(got.action, Action::None);
     }
 
     #[test]
     fn lookup_error_carries_the_message() {
-        let got = decide(None, Current::LookupError("etcd timeout"), false, false);
+        let got = decide4(None, Current::LookupError("etcd timeout"), false, false);
         assert_eq!(got.action, Action::Error("etcd timeout".to_string()));
     }
 
@@ -446,12 +646,12 @@ mod tests {
     fn create_sends_the_labelled_desired_object() {
         for (mode, label) in [(SyncMode::OnStart, "onstart"), (SyncMode::Always, "true")] {
             let d = desired(mode);
-            let Action::Create(obj) = decide(Some(&d), Current::NotFound, false, false).action
+            let Action::Create(obj) = decide4(Some(&d), Current::NotFound, false, false).action
             else {
                 panic!("{mode}: expected a create");
             };
-            assert_eq!(obj.auto_managed(), Some(label));
-            assert_eq!(obj, d.object);
+            assert_eq!(obj.ownership(KEY), Some(label));
+            assert_eq!(obj, Ownership::default().labelled(&d.object, mode));
         }
     }
 
@@ -467,7 +667,7 @@ mod tests {
         curr.extra.insert("futureField".into(), json!({"x": 1}));
         curr.spec.extra.insert("futureSpec".into(), json!(true));
         let d = desired(SyncMode::Always);
-        let Action::Update(obj) = decide(Some(&d), Current::Present(&curr), false, true).action
+        let Action::Update(obj) = decide4(Some(&d), Current::Present(&curr), false, true).action
         else {
             panic!("expected an update");
         };
@@ -494,7 +694,7 @@ mod tests {
             (d.object.api_version.as_str(), d.object.kind.as_str()),
             ("apiregistration.k8s.io/v1", "APIService")
         );
-        let Action::Update(obj) = decide(Some(&d), Current::Present(&bare), false, true).action
+        let Action::Update(obj) = decide4(Some(&d), Current::Present(&bare), false, true).action
         else {
             panic!("expected an update");
         };
@@ -507,10 +707,10 @@ mod tests {
     #[test]
     fn no_update_when_specs_are_equal() {
         for cell in ["5B", "5C", "6B", "6C"] {
-            let (d, curr, at_start) = facts(cell);
+            let (d, curr, at_start) = facts_for(cell);
             let mut curr = curr.unwrap();
             curr.spec = d.as_ref().unwrap().object.spec.clone();
-            let got = decide(d.as_ref(), Current::Present(&curr), false, at_start);
+            let got = decide4(d.as_ref(), Current::Present(&curr), false, at_start);
             assert_eq!(got.cell.to_string(), cell);
             assert_eq!(got.action, Action::None, "{cell}");
             assert_eq!(got.reason, "spec up to date");
@@ -522,7 +722,7 @@ mod tests {
         let d = desired(SyncMode::Always);
         let mut curr = cached(Some("true"), "foo");
         curr.spec.extra.insert("newField".into(), json!(1));
-        let got = decide(Some(&d), Current::Present(&curr), false, true);
+        let got = decide4(Some(&d), Current::Present(&curr), false, true);
         assert_eq!(got.action.verb(), "update");
     }
 
@@ -548,24 +748,183 @@ mod tests {
         let mut no_name = cached(Some("true"), "x");
         no_name.metadata.name = Some(String::new());
         for curr in [no_uid, no_name] {
-            let got = decide(None, Current::Present(&curr), false, true);
+            let got = decide4(None, Current::Present(&curr), false, true);
             assert_eq!(got.cell.to_string(), "6A");
             assert_eq!(got.action.verb(), "error");
         }
     }
 
     #[test]
-    fn with_label_sets_the_mode_label_on_a_copy() {
+    fn labelled_sets_our_label_and_strips_kube_apiservers_on_a_copy() {
         let mut obj = APIService::new("v1.foo", spec("foo"));
-        obj.metadata.set_label(AUTO_MANAGED_LABEL, "false");
+        obj.metadata.set_label(AUTO_MANAGED_LABEL, "true");
         obj.metadata.set_label("team", "x");
-        let on_start = with_label(&obj, SyncMode::OnStart);
-        let always = with_label(&obj, SyncMode::Always);
-        assert_eq!(obj.auto_managed(), Some("false"), "input untouched");
-        assert_eq!(on_start.auto_managed(), Some("onstart"));
-        assert_eq!(always.auto_managed(), Some("true"));
+        let own = Ownership::default();
+        let on_start = own.labelled(&obj, SyncMode::OnStart);
+        let always = own.labelled(&obj, SyncMode::Always);
+        assert_eq!(obj.auto_managed(), Some("true"), "input untouched");
+        assert_eq!(on_start.ownership(KEY), Some("onstart"));
+        assert_eq!(always.ownership(KEY), Some("true"));
+        assert_eq!(
+            always.auto_managed(),
+            None,
+            "never written on kube-apiserver's behalf"
+        );
         assert_eq!(always.metadata.label("team"), Some("x"));
-        assert_eq!(Desired::new(&obj, SyncMode::OnStart).object, on_start);
+        // The one legitimate use of upstream's key: the program is the aggregator.
+        let upstream = Ownership::new(AUTO_MANAGED_LABEL).labelled(&obj, SyncMode::OnStart);
+        assert_eq!(upstream.auto_managed(), Some("onstart"));
+    }
+
+    #[test]
+    fn manifest_mode_from_our_key_or_for_compatibility_kube_aggregators() {
+        let own = Ownership::default();
+        let mut obj = APIService::new("v1.foo", spec("foo"));
+        assert_eq!(own.mode_in_manifest(&obj), SyncMode::Always);
+        obj.metadata.set_label(AUTO_MANAGED_LABEL, "onstart");
+        assert_eq!(own.mode_in_manifest(&obj), SyncMode::OnStart);
+        obj.metadata.set_label(KEY, "true");
+        assert_eq!(own.mode_in_manifest(&obj), SyncMode::Always, "our key wins");
+    }
+
+    fn facts<'a>(
+        d: Option<&'a Desired>,
+        curr: &'a APIService,
+        synced_once: bool,
+        desired_set_empty: bool,
+    ) -> Facts<'a> {
+        Facts {
+            desired: d,
+            current: Current::Present(curr),
+            synced_once,
+            present_at_start: true,
+            desired_set_empty,
+        }
+    }
+
+    #[test]
+    fn kube_apiservers_objects_are_never_ours() {
+        let own = Ownership::default();
+        let d = desired(SyncMode::Always);
+        for value in ["onstart", "true"] {
+            let mut builtin = cached(None, "stale");
+            builtin.metadata.set_label(AUTO_MANAGED_LABEL, value);
+            // Even with our key beside it: the kube-aggregator label wins.
+            let mut both = builtin.clone();
+            both.metadata.set_label(KEY, "true");
+            for curr in [&builtin, &both] {
+                for (d, cell) in [(None, "3A"), (Some(&d), "3C")] {
+                    for adopt in [false, true] {
+                        let own = Ownership {
+                            adopt,
+                            ..own.clone()
+                        };
+                        let got = decide(&own, &facts(d, curr, false, false));
+                        assert_eq!(got.cell.to_string(), cell, "{value} adopt={adopt}");
+                        assert!(
+                            matches!(got.action, Action::None | Action::Blocked(_)),
+                            "{value} {cell} adopt={adopt}: {:?}",
+                            got.action
+                        );
+                    }
+                }
+            }
+        }
+        // Unless upstream's key is ours: then they are rows 5 and 6 as upstream.
+        let mut builtin = cached(None, "stale");
+        builtin.metadata.set_label(AUTO_MANAGED_LABEL, "onstart");
+        let got = decide(
+            &Ownership::new(AUTO_MANAGED_LABEL),
+            &facts(None, &builtin, false, false),
+        );
+        assert_eq!(
+            (got.cell.to_string().as_str(), got.action.verb()),
+            ("5A", "delete")
+        );
+    }
+
+    #[test]
+    fn desired_but_not_ours_is_blocked_naming_the_owner_unless_specs_match() {
+        let own = Ownership::default();
+        let d = desired(SyncMode::Always);
+        let mut curr = cached(None, "stale");
+        curr.metadata.extra.insert(
+            "managedFields".into(),
+            json!([{"manager": "helm", "operation": "Update", "time": "2026-01-01T00:00:00Z"}]),
+        );
+        let got = decide(&own, &facts(Some(&d), &curr, false, false));
+        let Action::Blocked(why) = &got.action else {
+            panic!("expected blocked: {got:?}");
+        };
+        assert!(why.contains("no ownership label"), "{why}");
+        assert!(why.contains("helm"), "{why}");
+        assert!(why.contains("--adopt would take it over"), "{why}");
+        curr.spec = d.object.spec.clone();
+        let got = decide(&own, &facts(Some(&d), &curr, false, false));
+        assert_eq!(
+            (got.cell.to_string().as_str(), got.action),
+            ("3C", Action::None)
+        );
+        // Another instance's key: named, and never adopted.
+        let mut other = cached(None, "stale");
+        other
+            .metadata
+            .set_label("team-b.example.com/automanaged", "true");
+        let adopting = Ownership { adopt: true, ..own };
+        let got = decide(&adopting, &facts(Some(&d), &other, false, false));
+        let Action::Blocked(why) = &got.action else {
+            panic!("expected blocked: {got:?}");
+        };
+        assert!(why.contains("team-b.example.com/automanaged=true"), "{why}");
+    }
+
+    #[test]
+    fn adopt_takes_an_unlabelled_object_over_in_place() {
+        let own = Ownership {
+            adopt: true,
+            ..Ownership::default()
+        };
+        for mode in [SyncMode::OnStart, SyncMode::Always] {
+            let d = desired(mode);
+            let mut curr = cached(None, "stale");
+            curr.metadata.set_label("team", "x");
+            curr.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+            let got = decide(&own, &facts(Some(&d), &curr, false, false));
+            let Action::Adopt(obj) = got.action else {
+                panic!("{mode}: expected adopt: {got:?}");
+            };
+            assert_eq!(got.cell.row(), 3);
+            assert_eq!(obj.spec, d.object.spec);
+            assert_eq!(obj.ownership(KEY), Some(mode.label_value()));
+            assert_eq!(obj.metadata.uid.as_deref(), Some("uid-1"), "same object");
+            assert_eq!(obj.metadata.resource_version.as_deref(), Some("42"));
+            let mut rest = obj.clone();
+            rest.spec = curr.spec.clone();
+            rest.metadata.remove_label(KEY);
+            assert_eq!(rest, curr, "everything else kept");
+        }
+        // Once an onstart entry synced, nothing more: not even adoption.
+        let d = desired(SyncMode::OnStart);
+        let curr = cached(None, "stale");
+        let got = decide(&own, &facts(Some(&d), &curr, true, false));
+        assert_eq!(got.action, Action::None);
+    }
+
+    #[test]
+    fn empty_desired_set_deletes_nothing_unless_allowed() {
+        for cell in ["5A", "6A"] {
+            let (_, curr, _) = facts_for(cell);
+            let curr = curr.unwrap();
+            let guarded = decide(&Ownership::default(), &facts(None, &curr, false, true));
+            assert_eq!(guarded.cell.to_string(), cell);
+            assert_eq!(guarded.action.verb(), "blocked", "{cell}");
+            let allowed = Ownership {
+                allow_empty: true,
+                ..Ownership::default()
+            };
+            let got = decide(&allowed, &facts(None, &curr, false, true));
+            assert_eq!(got.action.verb(), "delete", "{cell} with allow_empty");
+        }
     }
 
     #[test]
@@ -599,7 +958,7 @@ mod tests {
             o.spec.group = group.to_string();
             o.metadata.uid = Some("uid-foo".to_string());
             if let Some(l) = label {
-                o.metadata.set_label(AUTO_MANAGED_LABEL, l);
+                o.metadata.set_label(KEY, l);
             }
             o
         }
@@ -652,18 +1011,18 @@ mod tests {
         ];
         assert_eq!(cases.len(), 14);
         for (name, d, current, synced, at_start, want) in cases {
-            let got = decide(d, current, synced, at_start).action;
+            let got = decide4(d, current, synced, at_start).action;
             match (want, got) {
                 (Want::Nothing, Action::None) => {}
                 (Want::Create(label), Action::Create(o)) => {
                     assert_eq!(o.metadata.name.as_deref(), Some("foo"), "{name}");
-                    assert_eq!(o.auto_managed(), Some(label), "{name}");
+                    assert_eq!(o.ownership(KEY), Some(label), "{name}");
                 }
                 // Upstream checks the label stays "true" (copied from the cached
                 // object, even for an onstart entry) and the group is stomped back.
                 (Want::Update, Action::Update(o)) => {
                     assert_eq!(o.metadata.name.as_deref(), Some("foo"), "{name}");
-                    assert_eq!(o.auto_managed(), Some("true"), "{name}");
+                    assert_eq!(o.ownership(KEY), Some("true"), "{name}");
                     assert_eq!(o.spec.group, "", "{name}");
                 }
                 (Want::Delete, Action::Delete { name: n, uid }) => {

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
-use super::decision::{Desired, SyncMode};
+use super::decision::{Desired, Ownership, SyncMode};
+use super::fights::FightDetector;
 use super::state::State;
-use super::sync;
-use crate::api::{APIService, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_ON_START};
+use super::sync::{self, SyncContext};
+use crate::api::{APIService, DEFAULT_LABEL_KEY};
 use crate::client::{Api, Client};
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
@@ -20,6 +21,9 @@ use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
 /// Name of the workqueue (the `name` label of its metrics), as upstream.
 pub const QUEUE_NAME: &str = "autoregister";
 
+/// The `fieldManager` our writes carry unless set otherwise: the binary's name.
+pub const DEFAULT_FIELD_MANAGER: &str = "autoregister";
+
 /// Settings of a [`Controller`].
 #[derive(Clone, Debug)]
 pub struct ControllerOptions {
@@ -27,6 +31,15 @@ pub struct ControllerOptions {
     pub workers: usize,
     /// Re-deliver every cached object this often (None: never).
     pub resync: Option<Duration>,
+    /// The ownership label: objects carrying it with `onstart`/`true` are ours. One
+    /// instance (or one leader-elected group) per key.
+    pub label_key: String,
+    /// Take over desired objects that carry no ownership label, in place.
+    pub adopt: bool,
+    /// Let an empty desired set deregister everything we manage.
+    pub allow_empty: bool,
+    /// `fieldManager` of our creates and updates (shown in `managedFields`).
+    pub field_manager: String,
 }
 
 impl Default for ControllerOptions {
@@ -34,6 +47,21 @@ impl Default for ControllerOptions {
         ControllerOptions {
             workers: 2,
             resync: None,
+            label_key: DEFAULT_LABEL_KEY.to_string(),
+            adopt: false,
+            allow_empty: false,
+            field_manager: DEFAULT_FIELD_MANAGER.to_string(),
+        }
+    }
+}
+
+impl ControllerOptions {
+    /// The ownership policy these options describe.
+    pub fn ownership(&self) -> Ownership {
+        Ownership {
+            label_key: self.label_key.clone(),
+            adopt: self.adopt,
+            allow_empty: self.allow_empty,
         }
     }
 }
@@ -45,6 +73,8 @@ pub struct Pending {
     pub name: String,
     /// The last error, or why it has not been tried.
     pub reason: String,
+    /// A guard holds it (not ours, empty desired set): waiting longer will not help.
+    pub blocked: bool,
 }
 
 /// The autoregister controller; a cheap, `Clone + Send + Sync` handle.
@@ -59,6 +89,8 @@ pub struct Controller {
 struct Inner {
     api: Api<APIService>,
     options: ControllerOptions,
+    ownership: Ownership,
+    fights: FightDetector,
     state: State,
     store: Arc<Store<APIService>>,
     queue: Arc<RateLimitingQueue<String>>,
@@ -90,9 +122,21 @@ impl EventHandler<APIService> for Enqueue {
 impl Controller {
     /// A controller for the cluster behind `client`; nothing runs until [`start`](Self::start).
     pub fn new(client: Client, options: ControllerOptions) -> Self {
+        let ownership = options.ownership();
+        if ownership.is_upstream_key() {
+            warn!(
+                "--label-key {} is kube-apiserver's own label: on a real cluster its built-in \
+                 APIServices (v1., v1.apps, ...) then count as ours and may be deleted, and \
+                 kube-apiserver deletes what we create. Use it only if this program is the \
+                 cluster's aggregator",
+                options.label_key
+            );
+        }
         Controller {
             inner: Arc::new(Inner {
-                api: Api::all(client),
+                api: Api::all(client).with_field_manager(options.field_manager.clone()),
+                ownership,
+                fights: FightDetector::default(),
                 options,
                 state: State::default(),
                 store: Arc::new(Store::new()),
@@ -112,7 +156,8 @@ impl Controller {
         self.add(obj, SyncMode::Always);
     }
 
-    /// Stops syncing `name`; a managed object left behind is deleted.
+    /// Stops syncing `name`; a managed object left behind is deleted (unless that
+    /// empties the desired set and `allow_empty` is off).
     pub fn remove_api_service_to_sync(&self, name: &str) {
         if self.inner.state.remove_desired(name).is_some() {
             debug!("{name}: removed from the desired set");
@@ -127,10 +172,19 @@ impl Controller {
             warn!("ignoring an APIService without metadata.name");
             return;
         }
+        let was_empty = self.inner.state.desired_is_empty();
         self.inner
             .state
             .set_desired(name.clone(), Desired::new(&obj, mode));
         self.inner.queue.add(name);
+        if was_empty {
+            // The empty-set guard may be holding leftovers: with a set again, decide them anew.
+            for n in self.inner.store.keys() {
+                if self.inner.state.is_blocked(&n) {
+                    self.inner.queue.add(n);
+                }
+            }
+        }
     }
 
     /// Starts the reflector and, once its cache has synced, the workers. Idempotent.
@@ -178,10 +232,18 @@ impl Controller {
         let deadline = Instant::now() + timeout;
         let inner = &self.inner;
         let done = || inner.state.has_start() && inner.unsynced(1).is_empty();
+        // Names a guard holds will not sync by waiting: stop as soon as only they are left.
+        let stuck = || {
+            inner.state.has_start()
+                && inner
+                    .unsynced(usize::MAX)
+                    .iter()
+                    .all(|n| inner.state.is_blocked(n))
+        };
         // Shutdown ends the wait: nothing syncs after it.
-        inner
-            .state
-            .wait_until(deadline, || done() || inner.queue.is_shutting_down());
+        inner.state.wait_until(deadline, || {
+            done() || stuck() || inner.queue.is_shutting_down()
+        });
         if done() {
             return Ok(());
         }
@@ -194,6 +256,7 @@ impl Controller {
                 .map(|name| Pending {
                     name,
                     reason: reason.into(),
+                    blocked: false,
                 })
                 .collect());
         }
@@ -213,6 +276,19 @@ impl Controller {
     /// The workqueue's metrics (queue name [`QUEUE_NAME`]), for `/metrics`.
     pub fn queue_metrics(&self) -> Arc<QueueMetrics> {
         self.inner.queue.metrics().clone()
+    }
+
+    /// The ownership policy (label key, adopt, allow-empty) this controller applies.
+    pub fn ownership(&self) -> &Ownership {
+        &self.inner.ownership
+    }
+
+    /// Writes that redid work another writer had undone, and fights reported, since start.
+    pub fn contested_writes(&self) -> (u64, u64) {
+        (
+            self.inner.fights.contested_writes(),
+            self.inner.fights.fights(),
+        )
     }
 
     /// The REST client this controller talks through (its metrics, its config).
@@ -270,7 +346,14 @@ impl Inner {
 
     fn work(&self) {
         while let Some(name) = self.queue.get() {
-            match sync::sync(&self.state, &self.store, &self.api, &name) {
+            let cx = SyncContext {
+                state: &self.state,
+                store: &self.store,
+                ownership: &self.ownership,
+                api: &self.api,
+                fights: &self.fights,
+            };
+            match sync::sync(&cx, &name) {
                 Ok(()) => self.queue.forget(&name),
                 Err(e) => match e.retry_after() {
                     Some(wait) => self.queue.add_after(name.clone(), wait),
@@ -284,12 +367,9 @@ impl Inner {
     /// Up to `limit` names `--once` still waits for (see [`State::unsynced`]).
     fn unsynced(&self, limit: usize) -> Vec<String> {
         let managed = |name: &str| {
-            self.store.get(name).is_some_and(|o| {
-                matches!(
-                    o.auto_managed(),
-                    Some(AUTO_MANAGED_ON_START | AUTO_MANAGED_ALWAYS)
-                )
-            })
+            self.store
+                .get(name)
+                .is_some_and(|o| self.ownership.is_managed(&o))
         };
         self.state.unsynced(managed, limit)
     }
@@ -302,7 +382,12 @@ impl Inner {
                     .state
                     .failure(&name)
                     .unwrap_or_else(|| "not synced yet".into());
-                Pending { name, reason }
+                let blocked = self.state.is_blocked(&name);
+                Pending {
+                    name,
+                    reason,
+                    blocked,
+                }
             })
             .collect()
     }

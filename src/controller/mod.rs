@@ -1,11 +1,15 @@
 //! The autoregister controller: desired set, decision table, workers, manifests.
 
 pub mod decision;
+mod fights;
 mod handle;
 pub mod manifests;
 mod state;
 mod sync;
 
-pub use decision::{decide, with_label, Action, Cell, Current, Decision, Desired, SyncMode};
-pub use handle::{Controller, ControllerOptions, Pending, QUEUE_NAME};
-pub use manifests::{load, ManifestError, ManifestSet, Reload};
+pub use decision::{
+    decide, Action, Cell, Current, Decision, Desired, Facts, Owner, Ownership, SyncMode,
+};
+pub use fights::{FightDetector, FIGHT_THRESHOLD, FIGHT_WINDOW};
+pub use handle::{Controller, ControllerOptions, Pending, DEFAULT_FIELD_MANAGER, QUEUE_NAME};
+pub use manifests::{load, ManifestError, ManifestSet, Reload, Reloader};

@@ -6,6 +6,17 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::decision::Desired;
 
+/// How one sync of a name ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Done: the name counts as synced once.
+    Synced,
+    /// Failed; it is retried with backoff.
+    Failed(String),
+    /// A guard holds it (not ours, empty set): not retried until something changes.
+    Blocked(String),
+}
+
 /// The controller's bookkeeping, shared by registration calls and workers.
 #[derive(Default)]
 pub(crate) struct State {
@@ -17,6 +28,8 @@ pub(crate) struct State {
     at_start: RwLock<Option<HashSet<String>>>,
     /// Last failure per name, cleared on success (for `--once` reports).
     failures: Mutex<HashMap<String, String>>,
+    /// Names a guard holds, with why; cleared by any other outcome.
+    blocked: Mutex<HashMap<String, String>>,
     /// Notified after every sync outcome so waiters re-check convergence.
     progress: Condvar,
     progress_lock: Mutex<()>,
@@ -36,6 +49,11 @@ impl State {
     /// The desired entry for a name.
     pub(crate) fn desired(&self, name: &str) -> Option<Desired> {
         self.desired.read().get(name).cloned()
+    }
+
+    /// Whether nothing at all is desired (the empty-set guard's input).
+    pub(crate) fn desired_is_empty(&self) -> bool {
+        self.desired.read().is_empty()
     }
 
     /// Every desired name.
@@ -91,19 +109,34 @@ impl State {
         names
     }
 
-    /// Records a sync outcome and wakes convergence waiters.
-    pub(crate) fn record_outcome(&self, name: &str, outcome: Result<(), String>) {
+    /// Records a sync outcome and wakes convergence waiters; returns whether a name
+    /// just became blocked for this reason (so the caller warns once, not per event).
+    pub(crate) fn record_outcome(&self, name: &str, outcome: Outcome) -> bool {
+        let mut newly_blocked = false;
         match outcome {
-            Ok(()) => {
+            Outcome::Synced => {
                 self.synced_once.lock().insert(name.to_string());
                 self.failures.lock().remove(name);
+                self.blocked.lock().remove(name);
             }
-            Err(e) => {
+            Outcome::Failed(e) => {
                 self.failures.lock().insert(name.to_string(), e);
+                self.blocked.lock().remove(name);
+            }
+            Outcome::Blocked(why) => {
+                let previous = self.blocked.lock().insert(name.to_string(), why.clone());
+                newly_blocked = previous.as_deref() != Some(why.as_str());
+                self.failures.lock().insert(name.to_string(), why);
             }
         }
         let _guard = self.progress_lock.lock();
         self.progress.notify_all();
+        newly_blocked
+    }
+
+    /// Whether a guard holds `name` (its last outcome was [`Outcome::Blocked`]).
+    pub(crate) fn is_blocked(&self, name: &str) -> bool {
+        self.blocked.lock().contains_key(name)
     }
 
     /// The last failure recorded for a name.
@@ -170,12 +203,24 @@ mod tests {
             "a once; unmanaged u left out"
         );
         assert_eq!(s.unsynced(managed, 1).len(), 1);
-        s.record_outcome("a", Ok(()));
-        s.record_outcome("m", Err("boom".into()));
+        s.record_outcome("a", Outcome::Synced);
+        s.record_outcome("m", Outcome::Failed("boom".into()));
         assert_eq!(s.unsynced(managed, usize::MAX), ["b", "m"]);
         assert_eq!(s.failure("m").as_deref(), Some("boom"));
-        s.record_outcome("b", Ok(()));
-        s.record_outcome("m", Ok(()));
+        assert!(s.record_outcome("b", Outcome::Blocked("not ours".into())));
+        assert!(
+            !s.record_outcome("b", Outcome::Blocked("not ours".into())),
+            "once per reason"
+        );
+        assert!(s.is_blocked("b"));
+        assert_eq!(
+            s.unsynced(managed, usize::MAX),
+            ["b", "m"],
+            "blocked is not synced"
+        );
+        s.record_outcome("b", Outcome::Synced);
+        assert!(!s.is_blocked("b"));
+        s.record_outcome("m", Outcome::Synced);
         assert!(s.unsynced(managed, 1).is_empty());
         assert_eq!(s.failure("m"), None, "success clears the last failure");
     }

@@ -1,15 +1,37 @@
 //! One sync of one name: gather the facts, decide, execute, record the outcome.
 
+use std::time::Instant;
+
 use log::{debug, info, warn};
 
-use super::decision::{decide, Action, Current, Decision};
-use super::state::State;
+use super::decision::{decide, Action, Current, Decision, Facts, Ownership};
+use super::fights::{FightDetector, FIGHT_WINDOW};
+use super::state::{Outcome, State};
 use crate::api::APIService;
 use crate::client::{Api, DeleteParams, Error};
 use crate::runtime::store::Store;
 
+/// What one sync needs besides the name: bookkeeping, cache, policy, API and the fight detector.
+pub(crate) struct SyncContext<'a> {
+    /// Desired set and outcomes.
+    pub state: &'a State,
+    /// The APIService cache.
+    pub store: &'a Store<APIService>,
+    /// Which objects are ours.
+    pub ownership: &'a Ownership,
+    /// Where writes go (carrying our field manager).
+    pub api: &'a Api<APIService>,
+    /// Notices other writers undoing ours.
+    pub fights: &'a FightDetector,
+}
+
 /// Decides for `name` from the current facts, without acting.
-pub(crate) fn plan(state: &State, store: &Store<APIService>, name: &str) -> Decision {
+pub(crate) fn plan(
+    state: &State,
+    store: &Store<APIService>,
+    ownership: &Ownership,
+    name: &str,
+) -> Decision {
     let desired = state.desired(name);
     let cached = store.get(name);
     let current = match cached.as_deref() {
@@ -17,71 +39,92 @@ pub(crate) fn plan(state: &State, store: &Store<APIService>, name: &str) -> Deci
         None => Current::NotFound,
     };
     decide(
-        desired.as_ref(),
-        current,
-        state.synced_once(name),
-        state.present_at_start(name),
+        ownership,
+        &Facts {
+            desired: desired.as_ref(),
+            current,
+            synced_once: state.synced_once(name),
+            present_at_start: state.present_at_start(name),
+            desired_set_empty: state.desired_is_empty(),
+        },
     )
 }
 
 /// Syncs `name` once; `Ok` means the name needs no retry.
-pub(crate) fn sync(
-    state: &State,
-    store: &Store<APIService>,
-    api: &Api<APIService>,
-    name: &str,
-) -> Result<(), Error> {
-    let decision = plan(state, store, name);
+///
+/// A write answered NotFound, Conflict or AlreadyExists is retried with backoff and
+/// does not count as synced: nothing was written, and `--once` must not report success.
+pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
+    let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
     let (verb, result) = match decision.action {
         Action::None => {
             debug!("{name} {cell}: nothing to do ({})", decision.reason);
-            state.record_outcome(name, Ok(()));
+            cx.state.record_outcome(name, Outcome::Synced);
+            return Ok(());
+        }
+        Action::Blocked(why) => {
+            if cx.state.record_outcome(name, Outcome::Blocked(why.clone())) {
+                warn!("{name} {cell}: not written: {why}");
+            } else {
+                debug!("{name} {cell}: still not written: {why}");
+            }
             return Ok(());
         }
         Action::Error(message) => ("error", Err(Error::Config(message))),
-        Action::Create(obj) => (
-            "create",
-            ignore(api.create(&obj).map(drop), Error::is_already_exists),
-        ),
-        Action::Update(obj) => (
-            "update",
-            ignore(api.update(&obj).map(drop), |e| {
-                e.is_not_found() || e.is_conflict()
-            }),
-        ),
+        Action::Create(obj) => ("create", cx.api.create(&obj).map(drop)),
+        Action::Update(obj) => ("update", cx.api.update(&obj).map(drop)),
+        Action::Adopt(obj) => ("adopt", cx.api.update(&obj).map(drop)),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
                 uid: Some(uid),
                 resource_version: None,
             };
-            (
-                "delete",
-                ignore(api.delete(&n, &p), |e| e.is_not_found() || e.is_conflict()),
-            )
+            ("delete", cx.api.delete(&n, &p))
         }
     };
     match &result {
-        Ok(()) => info!("{name} {cell} {verb}: ok ({})", decision.reason),
+        Ok(()) => {
+            info!("{name} {cell} {verb}: ok ({})", decision.reason);
+            if cx.state.synced_once(name) {
+                notice_contested(cx, name, verb);
+            }
+        }
+        Err(e) if is_benign(e) => {
+            info!("{name} {cell} {verb}: {e}; retrying once the cache catches up")
+        }
         Err(e) => warn!("{name} {cell} {verb}: failed: {e}"),
     }
-    state.record_outcome(
-        name,
-        result
-            .as_ref()
-            .map(drop)
-            .map_err(|e| format!("{verb}: {e}")),
-    );
+    let outcome = match &result {
+        Ok(()) => Outcome::Synced,
+        Err(e) => Outcome::Failed(format!("{verb}: {e}")),
+    };
+    cx.state.record_outcome(name, outcome);
     result
 }
 
-/// A write answered NotFound/Conflict/AlreadyExists is not an error: a later event brings the name back.
-fn ignore(result: Result<(), Error>, benign: impl Fn(&Error) -> bool) -> Result<(), Error> {
-    match result {
-        Err(e) if benign(&e) => {
-            debug!("benign answer, a later event will requeue: {e}");
-            Ok(())
-        }
-        other => other,
-    }
+/// Answers that mean "the cache is behind the server", not "the server is failing".
+fn is_benign(e: &Error) -> bool {
+    e.is_not_found() || e.is_conflict() || e.is_already_exists()
+}
+
+/// A write to a name we had already synced: someone undid our work. Counted, and
+/// reported when it amounts to a fight.
+fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
+    let Some(fight) = cx.fights.contested_write(name, Instant::now()) else {
+        return;
+    };
+    let ours = cx.api.field_manager().unwrap_or_default();
+    let writer = cx
+        .store
+        .get(name)
+        .and_then(|o| o.metadata.field_managers().into_iter().find(|m| m != ours))
+        .unwrap_or_else(|| "an unknown writer".to_string());
+    warn!(
+        "{name}: {} writes within {}s undoing another writer's changes (last: {verb}; \
+         other writer: {writer}); is another controller managing it, e.g. a second \
+         instance with the same --label-key? Run one instance (or one leader-elected group) per label key",
+        fight.writes,
+        FIGHT_WINDOW.as_secs()
+    );
 }

@@ -9,6 +9,8 @@
 //! - `POST /_testserver/restart[?jumpRV=N|rewindRV=N]`
 //! - `POST /_testserver/seed/<plural>[?namespace=NS]` with the object as body
 //! - `GET /_testserver/rv`
+//! - kube-apiserver mode: `GET /_testserver/kube-apiserver/writes`, and
+//!   `POST|DELETE /_testserver/kube-apiserver/crd-groups` with `{"group", "version"}`
 
 use std::time::Duration;
 
@@ -79,6 +81,28 @@ pub(crate) fn handle<'a>(shared: &'a Shared, req: &Request) -> (Response, After<
                 _ => RvChange::Keep,
             };
             return (ok(), Box::new(move || shared.restart(rv)));
+        }
+        ("GET", "kube-apiserver/writes") => match &shared.kas {
+            Some(k) => object(
+                200,
+                &serde_json::to_value(k.writes()).unwrap_or(Value::Null),
+            ),
+            None => bad("not in kube-apiserver mode"),
+        },
+        (m @ ("POST" | "DELETE"), "kube-apiserver/crd-groups") => {
+            let s = |k: &str| {
+                body.get(k)
+                    .and_then(Value::as_str)
+                    .filter(|v| !v.is_empty())
+            };
+            match (&shared.kas, s("group"), s("version")) {
+                (None, _, _) => bad("not in kube-apiserver mode"),
+                (Some(k), Some(g), Some(v)) => {
+                    k.set_crd_group(shared, g, v, m == "POST");
+                    ok()
+                }
+                _ => bad("body needs \"group\" and \"version\""),
+            }
         }
         ("POST", p) if p.starts_with("seed/") => {
             let plural = &p["seed/".len()..];

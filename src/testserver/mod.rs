@@ -19,20 +19,55 @@
 //!   `/openapi/v2` is 404, so kubectl before 1.29 needs `apply --validate=false`.
 //! - Lists are JSON; kubectl's `as=Table` request gets the plain list and kubectl falls back
 //!   to NAME/AGE columns.
+//! - Every create, update and patch records `metadata.managedFields` as the real server does
+//!   for `Update` operations: one entry per manager (and subresource), updated in place with a
+//!   new time. The manager is the `fieldManager` query parameter, else the User-Agent before
+//!   its first `/`; a `fieldManager` over 128 bytes is refused with 422 Invalid, as the real
+//!   server refuses it. A body's non-empty `managedFields` replaces the stored ones, an empty
+//!   list strips them. Field sets are at leaf granularity, without `k:`/`v:` list keys.
+//!   [`seed`](TestServer::seed) stores objects as given, without an entry.
+//! - The request log ([`RequestRecord`]) keeps each request's query string, User-Agent,
+//!   `fieldManager` and a delete's UID precondition.
+//!
+//! **kube-apiserver mode** ([`Builder::kube_apiserver`], `--kube-apiserver` for the binary)
+//! makes the server behave as a real kube-apiserver towards APIServices labelled
+//! `kube-aggregator.kubernetes.io/automanaged`, so a controller can be tested for
+//! real-cluster safety:
+//! - It registers the built-in local APIServices of a 1.34+ kube-apiserver (`v1.`, `v1.apps`,
+//!   …, see [`builtin_apiservices`]): no `spec.service`, label `onstart`, upstream's group and
+//!   version priorities, status `Available=True` (reason `Local`).
+//! - It registers the APIServices of the CRD groups it is given
+//!   ([`Builder::kube_apiserver_crd_group`], [`TestServer::add_crd_group`]): label `true`,
+//!   `groupPriorityMinimum` 1000, `versionPriority` 100, recreated when deleted and their spec
+//!   restored when changed.
+//! - It runs kube-aggregator's autoregister rules for its own desired set, reacting to every
+//!   change at once: it deletes (with a UID precondition) every APIService labelled `true`
+//!   that it does not declare (6A), deletes `onstart`-labelled ones it does not declare only
+//!   once at its start (5A: objects present when it (re)started), and does not recreate a
+//!   deleted built-in (the once rule). Objects without that label are never touched.
+//! - Its writes go through the same store code paths as API requests (watches see them),
+//!   with the field manager `kube-apiserver`; they are not in the request log (which holds
+//!   client requests only) but in [`TestServer::kube_apiserver_writes`].
+//! - [`restart`](TestServer::restart) starts its autoregister afresh, as a new process: the
+//!   built-ins deleted meanwhile come back and foreign `onstart` objects go (5A).
 //!
 //! The same controls are available over HTTP under `/_testserver/` for out-of-process use
 //! (not logged, not authenticated, not paused):
 //! `GET|DELETE requests`, `GET counts`, `GET rv`, `POST|DELETE faults` (JSON body with any of
 //! `latencyMs`, `failNext {count, code, verb}`, `failFraction {fraction, code}`, `retryAfter`,
 //! `closeWatchesAfterMs`, `expireNextWatch`, `cutNextResponse`, `pause`), `POST pause`,
-//! `POST resume`, `POST restart[?jumpRV=N|rewindRV=N]`, `POST seed/<plural>[?namespace=NS]`.
+//! `POST resume`, `POST restart[?jumpRV=N|rewindRV=N]`, `POST seed/<plural>[?namespace=NS]`,
+//! and in kube-apiserver mode `GET kube-apiserver/writes` and `POST|DELETE
+//! kube-apiserver/crd-groups` (JSON body `{"group", "version"}`).
 
 mod admin;
 mod discovery;
 mod errors;
 mod faults;
 mod http;
+mod kas;
 mod kinds;
+mod managedfields;
 mod patch;
 mod requestlog;
 mod rest;
@@ -56,6 +91,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 pub use faults::{Faults, DEFAULT_RETRY_AFTER};
+pub use kas::{builtin_apiservices, KubeApiserverWrite, KUBE_APISERVER_MANAGER};
 pub use requestlog::{RequestRecord, DEFAULT_LOG_CAPACITY};
 pub use store::RvChange;
 
@@ -86,6 +122,8 @@ pub struct Builder {
     history: usize,
     bookmark_interval: Duration,
     log_capacity: usize,
+    kube_apiserver: bool,
+    crd_groups: Vec<(String, String)>,
 }
 
 impl Default for Builder {
@@ -98,6 +136,8 @@ impl Default for Builder {
             history: DEFAULT_HISTORY,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             log_capacity: DEFAULT_LOG_CAPACITY,
+            kube_apiserver: false,
+            crd_groups: Vec::new(),
         }
     }
 }
@@ -148,8 +188,33 @@ impl Builder {
         self
     }
 
-    /// Binds and starts serving; returns once connections are accepted.
+    /// kube-apiserver mode: built-in APIServices and kube-apiserver's own autoregister rules
+    /// for the kube-aggregator label (see the module documentation).
+    pub fn kube_apiserver(mut self, on: bool) -> Self {
+        self.kube_apiserver = on;
+        self
+    }
+
+    /// In kube-apiserver mode, also keep `<version>.<group>` registered as kube-apiserver does
+    /// for a CRD group (label `true`, recreated and restored). Repeatable.
+    pub fn kube_apiserver_crd_group(
+        mut self,
+        group: impl Into<String>,
+        version: impl Into<String>,
+    ) -> Self {
+        self.crd_groups.push((group.into(), version.into()));
+        self
+    }
+
+    /// Binds and starts serving; returns once connections are accepted (in kube-apiserver
+    /// mode, once the built-in APIServices are registered).
     pub fn start(self) -> std::io::Result<TestServer> {
+        if !self.crd_groups.is_empty() && !self.kube_apiserver {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "CRD groups need kube-apiserver mode",
+            ));
+        }
         let listener = TcpListener::bind(&self.addr)?;
         let addr = listener.local_addr()?;
         let tls = if self.tls {
@@ -166,11 +231,27 @@ impl Builder {
             tls.as_ref().map(|t| t.config.clone()),
             addr,
             self.bookmark_interval,
+            self.kube_apiserver
+                .then(|| kas::KubeApiserver::new(&self.crd_groups)),
         ));
+        if let Err(e) = kas::KubeApiserver::start(&shared) {
+            shared.store.shutdown();
+            return Err(e);
+        }
         let s = shared.clone();
-        let accept = std::thread::Builder::new()
+        let accept = match std::thread::Builder::new()
             .name("testserver-accept".into())
-            .spawn(move || server::accept_loop(s, listener))?;
+            .spawn(move || server::accept_loop(s, listener))
+        {
+            Ok(a) => a,
+            Err(e) => {
+                shared.store.shutdown();
+                if let Some(k) = &shared.kas {
+                    k.join();
+                }
+                return Err(e);
+            }
+        };
         Ok(TestServer {
             shared,
             url,
@@ -318,7 +399,54 @@ impl TestServer {
             .collect()
     }
 
+    /// Creates an object as another writer would through the API (defaulting, validation,
+    /// managedFields entry for `manager`, watch event); the error is the Status the API
+    /// would answer.
+    ///
+    /// Panics on an unknown `kind_plural` (a broken test).
+    pub fn create_object_as(
+        &self,
+        manager: &str,
+        kind_plural: &str,
+        namespace: Option<&str>,
+        obj: Value,
+    ) -> Result<Value, Box<crate::api::Status>> {
+        let kind = known_kind(kind_plural);
+        self.shared
+            .store
+            .create(kind, namespace.unwrap_or(""), obj, manager)
+            .map(|o| (*o).clone())
+            .map_err(|e| e.status)
+    }
+
+    /// Edits an object as another writer would with a PUT of the current object (validation,
+    /// resourceVersion bump, managedFields entry for `manager`, watch event; a no-op edit is
+    /// not a write). `edit` runs under the store lock on a copy of the current object and must
+    /// not call back into the server.
+    ///
+    /// Panics on an unknown `kind_plural` (a broken test).
+    pub fn update_object_as(
+        &self,
+        manager: &str,
+        kind_plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+        edit: impl FnOnce(&mut Value),
+    ) -> Result<Value, Box<crate::api::Status>> {
+        let kind = known_kind(kind_plural);
+        self.shared
+            .store
+            .update(kind, namespace.unwrap_or(""), name, false, manager, |cur| {
+                let mut new = cur.clone();
+                edit(&mut new);
+                Ok(new)
+            })
+            .map(|o| (*o).clone())
+            .map_err(|e| e.status)
+    }
+
     /// Deletes an object as a client would without preconditions; returns what was deleted.
+    /// (A delete names no manager in the API; this is "another writer deletes it".)
     pub fn delete_object(
         &self,
         kind_plural: &str,
@@ -338,13 +466,47 @@ impl TestServer {
         self.shared.store.current_rv()
     }
 
+    /// Every write kube-apiserver's own controllers made (kube-apiserver mode; else empty).
+    pub fn kube_apiserver_writes(&self) -> Vec<KubeApiserverWrite> {
+        self.shared
+            .kas
+            .as_ref()
+            .map_or_else(Vec::new, |k| k.writes())
+    }
+
+    /// kube-apiserver mode: a CRD group version appears (as when a CRD is created); returns
+    /// once its autoregister has seen it (the APIService exists then).
+    ///
+    /// Panics when the server is not in kube-apiserver mode (a broken test).
+    pub fn add_crd_group(&self, group: &str, version: &str) {
+        self.kube_apiserver_mode()
+            .set_crd_group(&self.shared, group, version, true);
+    }
+
+    /// kube-apiserver mode: a CRD group version goes away (as when its CRD is deleted); its
+    /// APIService is deleted (6A) before this returns.
+    ///
+    /// Panics when the server is not in kube-apiserver mode (a broken test).
+    pub fn remove_crd_group(&self, group: &str, version: &str) {
+        self.kube_apiserver_mode()
+            .set_crd_group(&self.shared, group, version, false);
+    }
+
+    fn kube_apiserver_mode(&self) -> &kas::KubeApiserver {
+        match &self.shared.kas {
+            Some(k) => k,
+            None => panic!("the test server is not in kube-apiserver mode"),
+        }
+    }
+
     /// Fault injection.
     pub fn faults(&self) -> &Faults {
         &self.shared.faults
     }
 
     /// Drops every connection (watches included) and keeps the data, as an API server restart
-    /// does; `rv` can move the resourceVersion forward or back.
+    /// does; `rv` can move the resourceVersion forward or back. In kube-apiserver mode its
+    /// autoregister starts afresh and has made its first pass when this returns.
     pub fn restart(&self, rv: RvChange) {
         self.shared.restart(rv);
     }
@@ -359,9 +521,19 @@ impl TestServer {
         let _ = TcpStream::connect_timeout(&self.shared.addr, Duration::from_secs(1));
         let _ = accept.join();
         self.shared.store.shutdown();
+        if let Some(k) = &self.shared.kas {
+            k.join();
+        }
         self.shared.faults.wake();
         self.shared.drop_connections();
         self.shared.join_connections();
+    }
+}
+
+fn known_kind(kind_plural: &str) -> &'static kinds::Kind {
+    match kinds::by_plural(kind_plural) {
+        Some(k) => k,
+        None => panic!("unknown resource {kind_plural:?}"),
     }
 }
 

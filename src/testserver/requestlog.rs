@@ -37,6 +37,13 @@ pub struct RequestRecord {
     pub time: SystemTime,
     /// The request body as JSON, when there was one (e.g. DeleteOptions with preconditions).
     pub body: Option<Value>,
+    /// The `User-Agent` header, as sent.
+    pub user_agent: Option<String>,
+    /// The `fieldManager` query parameter, as sent (the manager defaults to the User-Agent's
+    /// product name when it is absent).
+    pub field_manager: Option<String>,
+    /// `preconditions.uid` of the body (a delete's `DeleteOptions`), when given.
+    pub uid_precondition: Option<String>,
 }
 
 fn ser_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {

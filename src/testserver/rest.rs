@@ -116,10 +116,11 @@ pub(crate) fn create(
     kind: &'static Kind,
     ns: &str,
     req: &Request,
+    manager: &str,
 ) -> Result<(Response, Arc<Value>), ApiErr> {
     let body = parse_body(req)?;
     strict_check(kind, req, &body, &Value::Null)?;
-    let obj = store.create(kind, ns, body)?;
+    let obj = store.create(kind, ns, body, manager)?;
     Ok((object(201, &obj), obj))
 }
 
@@ -131,9 +132,10 @@ pub(crate) fn update(
     name: &str,
     status_only: bool,
     req: &Request,
+    manager: &str,
 ) -> Result<Response, ApiErr> {
     let body = parse_body(req)?;
-    let obj = store.update(kind, ns, name, status_only, |cur| {
+    let obj = store.update(kind, ns, name, status_only, manager, |cur| {
         strict_check(kind, req, &body, cur)?;
         Ok(body)
     })?;
@@ -149,6 +151,7 @@ pub(crate) fn patch(
     name: &str,
     status_only: bool,
     req: &Request,
+    manager: &str,
 ) -> Result<Response, ApiErr> {
     let ct = req
         .header("content-type")
@@ -165,7 +168,7 @@ pub(crate) fn patch(
         "application/json-patch+json" => true,
         other => return Err(errors::unsupported_media_type(other)),
     };
-    let obj = store.update(kind, ns, name, status_only, |cur| {
+    let obj = store.update(kind, ns, name, status_only, manager, |cur| {
         let mut new = cur.clone();
         if json_patch {
             super::patch::json_patch(&mut new, &body).map_err(errors::bad_request)?;

@@ -17,7 +17,7 @@ use super::http::{self, Conn, Request, Response};
 use super::kinds::{self, Kind};
 use super::requestlog::{RequestLog, RequestRecord};
 use super::store::Store;
-use super::{admin, discovery, rest, watch};
+use super::{admin, discovery, managedfields, rest, watch};
 
 /// State shared by every connection thread.
 pub(crate) struct Shared {
@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) addr: SocketAddr,
     pub(crate) bookmark_interval: Duration,
+    /// kube-apiserver mode's controller, when on.
+    pub(crate) kas: Option<super::kas::KubeApiserver>,
     pub(crate) stopping: AtomicBool,
     conns: Mutex<HashMap<u64, TcpStream>>,
     next_conn: AtomicU64,
@@ -43,6 +45,7 @@ impl Shared {
         tls: Option<Arc<rustls::ServerConfig>>,
         addr: SocketAddr,
         bookmark_interval: Duration,
+        kas: Option<super::kas::KubeApiserver>,
     ) -> Self {
         Shared {
             store,
@@ -52,6 +55,7 @@ impl Shared {
             tls,
             addr,
             bookmark_interval,
+            kas,
             stopping: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
@@ -281,7 +285,16 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         code: 0,
         time: received,
         body: serde_json::from_slice(&req.body).ok(),
+        user_agent: req.header("user-agent").map(str::to_string),
+        field_manager: req.query("fieldManager").map(str::to_string),
+        uid_precondition: None,
     };
+    rec.uid_precondition = rec
+        .body
+        .as_ref()
+        .and_then(|b| b.pointer("/preconditions/uid"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let authorized = match &shared.token {
         None => true,
         Some(t) => req
@@ -374,7 +387,8 @@ fn resource_verb(
         "list" => rest::list(store, kind, namespace, req),
         "create" if namespace.is_none() && kind.namespaced => Err(errors::path_not_found()),
         "create" => {
-            let (resp, obj) = rest::create(store, kind, ns, req)?;
+            let manager = managedfields::manager_of(req, verb)?;
+            let (resp, obj) = rest::create(store, kind, ns, req, &manager)?;
             // generateName: the stored name is known only now.
             rec.name = obj
                 .pointer("/metadata/name")
@@ -398,9 +412,13 @@ fn resource_verb(
                     let _ = store.seed(kind, ns, o);
                 }
             }
-            rest::update(store, kind, ns, name, status_only, req)
+            let manager = managedfields::manager_of(req, verb)?;
+            rest::update(store, kind, ns, name, status_only, req, &manager)
         }
-        "patch" => rest::patch(store, kind, ns, name, status_only, req),
+        "patch" => {
+            let manager = managedfields::manager_of(req, verb)?;
+            rest::patch(store, kind, ns, name, status_only, req, &manager)
+        }
         "delete" if status_only => Err(errors::method_not_allowed("DELETE")),
         "delete" => rest::delete(store, kind, ns, name, req),
         _ => Err(errors::method_not_allowed(&req.method)),
@@ -435,9 +453,14 @@ fn serve_watch(
 }
 
 impl Shared {
-    /// Simulates an API server restart: every connection and watch drops, data stays.
+    /// Simulates an API server restart: every connection and watch drops, data stays; in
+    /// kube-apiserver mode its autoregister starts afresh (built-ins re-created) before this returns.
     pub(crate) fn restart(&self, rv: super::store::RvChange) {
         self.store.restart(rv);
         self.drop_connections();
+        if let Some(kas) = &self.kas {
+            let epoch = self.store.state.lock().epoch;
+            kas.wait_pass(epoch);
+        }
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::errors::{self, ApiErr};
 use super::kinds::Kind;
+use super::managedfields::{self, Sent};
 use super::util;
 
 /// `(plural, namespace, name)`; namespace is empty for cluster-scoped kinds.
@@ -209,12 +210,13 @@ impl Store {
             .ok_or_else(|| errors::not_found(kind, name))
     }
 
-    /// Creates an object after defaulting and validation.
+    /// Creates an object after defaulting and validation; `manager` gets its managedFields entry.
     pub(crate) fn create(
         &self,
         kind: &'static Kind,
         ns: &str,
         mut obj: Value,
+        manager: &str,
     ) -> Result<Arc<Value>, ApiErr> {
         check_type(kind, &mut obj)?;
         {
@@ -260,6 +262,9 @@ impl Store {
             }
         }
         run_validation(kind, &mut obj, &name)?;
+        if managedfields::resolve(None, &mut obj) != Sent::Reset {
+            managedfields::stamp(kind, None, &mut obj, manager, None);
+        }
         let mut st = self.state.lock();
         let key = (kind.plural, ns.to_string(), name.clone());
         if st.objects.contains_key(&key) {
@@ -353,13 +358,15 @@ impl Store {
 
     /// Replaces an object with what `change` makes of the current one, as PUT and PATCH do.
     ///
-    /// `status_only` updates only `.status` (the `/status` subresource).
+    /// `status_only` updates only `.status` (the `/status` subresource); `manager` gets its
+    /// managedFields entry when the object changes.
     pub(crate) fn update(
         &self,
         kind: &'static Kind,
         ns: &str,
         name: &str,
         status_only: bool,
+        manager: &str,
         change: impl FnOnce(&Value) -> Result<Value, ApiErr>,
     ) -> Result<Arc<Value>, ApiErr> {
         let mut st = self.state.lock();
@@ -428,9 +435,14 @@ impl Store {
             }
         }
         meta_mut(&mut new).insert("resourceVersion".into(), json!(cur_rv));
+        let sent = managedfields::resolve(Some(&cur), &mut new);
         if new == *cur {
-            // A no-op update is not a write: same resourceVersion, no event.
+            // A no-op update is not a write: same resourceVersion, no event, no new time.
             return Ok(cur);
+        }
+        if sent != Sent::Reset {
+            let sub = status_only.then_some("status");
+            managedfields::stamp(kind, Some(&cur), &mut new, manager, sub);
         }
         let finalizing = new.pointer("/metadata/deletionTimestamp").is_some()
             && new

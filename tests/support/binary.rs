@@ -1,6 +1,9 @@
-//! The real `autoregister` binary as a child process: scratch directories, spawning
-//! with a kubeconfig for a test server, log capture, SIGTERM and peak memory.
-#![allow(dead_code)] // each test file uses part of this
+//! Driving the real `autoregister` binary in tests: scratch folders, the process and its
+//! log, waiting on conditions, and manifests / stored objects to compare.
+//!
+//! Use with `#[path = "support/binary.rs"] mod binary;` from a test crate built with the
+//! `testing` feature.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -8,9 +11,37 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use autoregister::testserver::TestServer;
+use autoregister::testserver::{RequestRecord, TestServer};
+use serde_json::{json, Value};
 
-/// A scratch directory (with a `manifests/` inside) removed on drop.
+/// How long a condition may take before the test fails; generous for a loaded 2-core machine.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Polls `f` until it holds or `WAIT` passes; returns its last answer.
+pub fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// Polls `f` every 10 ms until it holds or `timeout` passes; returns its last answer.
+pub fn wait_until_within(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    f()
+}
+
+/// A scratch directory with a `manifests/` folder, removed on drop.
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
@@ -25,24 +56,31 @@ impl Scratch {
         Scratch(dir)
     }
 
-    /// The manifests directory.
+    /// The manifests folder.
     pub fn manifests(&self) -> PathBuf {
         self.0.join("manifests")
     }
 
-    /// Writes a manifest file atomically (write, then rename), so no half file is read.
-    pub fn write(&self, file: &str, text: &[u8]) {
+    /// Writes `file` in the manifests folder atomically (write, then rename).
+    pub fn write(&self, file: &str, text: &str) {
         let tmp = self.0.join(format!(".{file}.tmp"));
         std::fs::write(&tmp, text).unwrap();
         std::fs::rename(&tmp, self.manifests().join(file)).unwrap();
     }
 
-    /// Removes a manifest file if it is there.
-    pub fn remove(&self, file: &str) {
-        let _ = std::fs::remove_file(self.manifests().join(file));
+    /// Writes `file` (any bytes) in the manifests folder atomically (write, then rename).
+    pub fn write_bytes(&self, file: &str, bytes: &[u8]) {
+        let tmp = self.0.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, self.manifests().join(file)).unwrap();
     }
 
-    /// A kubeconfig for `server`, written into the scratch directory.
+    /// Removes `file` from the manifests folder.
+    pub fn remove(&self, file: &str) {
+        std::fs::remove_file(self.manifests().join(file)).unwrap();
+    }
+
+    /// A kubeconfig for `server`.
     pub fn kubeconfig(&self, server: &TestServer) -> PathBuf {
         let path = self.0.join("kubeconfig");
         server.write_kubeconfig(&path).unwrap();
@@ -56,13 +94,70 @@ impl Drop for Scratch {
     }
 }
 
-/// An APIService manifest for `v1.{group}` without labels (synced continuously).
-pub fn manifest(group: &str, version_priority: i64) -> String {
+/// One APIService manifest (YAML) named `v1.<group>`, with `labels` as given.
+pub fn manifest(group: &str, labels: &[(&str, &str)], version_priority: i64) -> String {
+    let labels = if labels.is_empty() {
+        String::new()
+    } else {
+        let mut s = "  labels:\n".to_string();
+        for (k, v) in labels {
+            s.push_str(&format!("    {k}: \"{v}\"\n"));
+        }
+        s
+    };
     format!(
-        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.{group}\nspec:\n  \
+        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.{group}\n{labels}spec:\n  \
          group: {group}\n  version: v1\n  groupPriorityMinimum: 100\n  versionPriority: {version_priority}\n  \
          service:\n    namespace: ns\n    name: svc\n    port: 443\n  insecureSkipTLSVerify: true\n"
     )
+}
+
+/// The object the server would hold for `manifest(group, labels, priority)`, for seeding.
+pub fn object(group: &str, labels: &[(&str, &str)], version_priority: i64) -> Value {
+    let mut v = json!({
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": format!("v1.{group}")},
+        "spec": {
+            "group": group, "version": "v1", "groupPriorityMinimum": 100,
+            "versionPriority": version_priority,
+            "service": {"namespace": "ns", "name": "svc", "port": 443},
+            "insecureSkipTLSVerify": true
+        }
+    });
+    if !labels.is_empty() {
+        let map: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        v["metadata"]["labels"] = Value::Object(map);
+    }
+    v
+}
+
+/// The object stored under `name`.
+pub fn stored(server: &TestServer, name: &str) -> Option<Value> {
+    server.get_object("apiservices", None, name)
+}
+
+/// The stored object's UID.
+pub fn uid(server: &TestServer, name: &str) -> Option<String> {
+    stored(server, name).and_then(|o| o["metadata"]["uid"].as_str().map(str::to_string))
+}
+
+/// Whether a logged request is a write (create, update, patch, delete).
+pub fn is_write(r: &RequestRecord) -> bool {
+    matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete")
+}
+
+/// Writes the server logged for `name`, as `verb code`.
+pub fn writes(server: &TestServer, name: &str) -> Vec<String> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.name.as_deref() == Some(name) && is_write(r))
+        .map(|r| format!("{} {}", r.verb, r.code))
+        .collect()
 }
 
 /// The running binary, its stdout and stderr collected by threads.
@@ -72,7 +167,7 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// Starts the binary with `args` and `RUST_LOG=info`.
+    /// Starts the binary with `args` at `RUST_LOG=info`.
     pub fn spawn(args: &[&str]) -> Proc {
         let mut child = Command::new(env!("CARGO_BIN_EXE_autoregister"))
             .args(args)
@@ -97,12 +192,12 @@ impl Proc {
         Proc { child, log }
     }
 
-    /// `run --manifests DIR --kubeconfig FILE` plus `extra`.
-    pub fn run(server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
+    /// `autoregister <command> --manifests <scratch> --kubeconfig <for server> <extra>`.
+    pub fn command(command: &str, server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
         let kc = scratch.kubeconfig(server);
         let manifests = scratch.manifests();
         let mut args = vec![
-            "run",
+            command,
             "--manifests",
             manifests.to_str().unwrap(),
             "--kubeconfig",
@@ -112,9 +207,9 @@ impl Proc {
         Proc::spawn(&args)
     }
 
-    /// The process id.
-    pub fn id(&self) -> u32 {
-        self.child.id()
+    /// `autoregister run ...` (see [`command`](Self::command)).
+    pub fn run(server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
+        Proc::command("run", server, scratch, extra)
     }
 
     /// Everything printed so far.
@@ -122,16 +217,53 @@ impl Proc {
         self.log.lock().unwrap().clone()
     }
 
-    /// Waits (up to `timeout`) until the log contains `needle`.
-    pub fn wait_log(&self, needle: &str, timeout: Duration) {
+    /// Waits until the log shows `needle`; fails the test otherwise.
+    pub fn wait_log(&self, needle: &str) {
         assert!(
-            wait_until(timeout, || self.log().contains(needle)),
+            wait_until(|| self.log().contains(needle)),
             "log never showed {needle:?}:\n{}",
             self.log()
         );
     }
 
-    /// The exit code if the process has exited.
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for exit; returns the code and everything it printed.
+    pub fn wait_exit(mut self, timeout: Duration) -> (i32, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the reader threads drain the pipes.
+                std::thread::sleep(Duration::from_millis(50));
+                return (status.code().unwrap_or(-1), self.log());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("did not exit within {timeout:?}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `signal` (e.g. `TERM`, `STOP`, `CONT`).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    pub fn terminate(self) -> (i32, String) {
+        self.signal("TERM");
+        self.wait_exit(Duration::from_secs(10))
+    }
+
+    /// The exit code if the process has exited (-1: ended by a signal).
     pub fn exited(&mut self) -> Option<i32> {
         self.child
             .try_wait()
@@ -140,8 +272,9 @@ impl Proc {
             .map(|s| s.code().unwrap_or(-1))
     }
 
-    /// Waits for exit; returns the code (None on timeout, after a SIGKILL) and the log.
-    pub fn wait_exit(mut self, timeout: Duration) -> (Option<i32>, String) {
+    /// Waits up to `timeout` for the exit; the code (none after a timeout, when the
+    /// process is killed) and the log. For callers that judge a slow exit themselves.
+    pub fn wait_exit_within(mut self, timeout: Duration) -> (Option<i32>, String) {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(code) = self.exited() {
@@ -158,19 +291,10 @@ impl Proc {
         }
     }
 
-    /// Sends SIGTERM.
-    pub fn signal_term(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// SIGTERM, then waits for the exit.
-    pub fn terminate(self, timeout: Duration) -> (Option<i32>, String) {
-        self.signal_term();
-        self.wait_exit(timeout)
+    /// SIGTERM, then [`wait_exit_within`](Self::wait_exit_within).
+    pub fn terminate_within(self, timeout: Duration) -> (Option<i32>, String) {
+        self.signal("TERM");
+        self.wait_exit_within(timeout)
     }
 
     /// SIGKILL (a crash), waiting until it is gone.
@@ -193,16 +317,4 @@ impl Drop for Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Polls `f` every 10 ms until it holds or `timeout` passes; the last answer.
-pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    f()
 }

@@ -13,7 +13,9 @@ const EXTENSIONS: &[&str] = &["yaml", "yml", "json"];
 /// entries, not recursively, without dotfiles, sorted by name.
 ///
 /// Symlinks are followed: a ConfigMap volume is a directory of symlinks into
-/// `..data/`, which the dotfile rule skips.
+/// `..data/`, which the dotfile rule skips. An entry that is not a file (a
+/// directory named `x.yaml`, a dangling symlink) stays in the list so that reading
+/// it reports an error and keeps its last good objects instead of looking removed.
 pub fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, ManifestError> {
     let meta = fs::metadata(path).map_err(|e| ManifestError::file(path, e.to_string()))?;
     if !meta.is_dir() {
@@ -30,10 +32,7 @@ pub fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, ManifestError> {
                 .extension()
                 .and_then(|e| e.to_str())
                 .is_some_and(|e| EXTENSIONS.contains(&e));
-        // A dangling symlink stays in the list so that reading it reports an
-        // error (and keeps its last good objects) instead of looking removed.
-        let is_dir = fs::metadata(entry.path()).is_ok_and(|m| m.is_dir());
-        if wanted && !is_dir {
+        if wanted {
             files.push(entry.path());
         }
     }
@@ -93,7 +92,7 @@ mod tests {
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["a.yaml", "b.yml", "c.json"]);
+        assert_eq!(names, ["a.yaml", "b.yml", "c.json", "sub.yaml"]);
     }
 
     #[test]

@@ -4,13 +4,15 @@
 //! read in name order (not recursively; dotfiles and other files are ignored).
 //! YAML files may hold several documents; `List` and `APIServiceList` objects
 //! expand to their items. Only `apiregistration.k8s.io/v1` `APIService` objects
-//! are accepted. An object labelled `kube-aggregator.kubernetes.io/automanaged:
-//! onstart` is synced on start, every other one continuously.
+//! are accepted. An object whose ownership label (ours or, for compatibility,
+//! `kube-aggregator.kubernetes.io/automanaged`) is `onstart` is synced on start,
+//! every other one continuously.
 //!
 //! A file over [`MAX_MANIFEST_BYTES`] (16 MiB) is refused without being read whole.
 //!
 //! [`load`] reads PATH once and fails on any error; [`ManifestSet`] re-reads it
-//! while running and keeps a broken file's last good objects.
+//! while running and keeps a broken file's last good objects; [`Reloader`] adds
+//! the policy of when to re-read and what to apply.
 
 mod documents;
 mod error;
@@ -18,6 +20,7 @@ mod files;
 mod object;
 mod parse;
 mod read;
+mod reload;
 mod set;
 #[cfg(test)]
 mod testutil;
@@ -26,4 +29,5 @@ pub use error::ManifestError;
 pub use files::{fingerprint, manifest_files};
 pub use parse::{parse_file, Manifest};
 pub use read::{read_manifest, MAX_MANIFEST_BYTES};
+pub use reload::{Poll, Reloaded, Reloader};
 pub use set::{load, ManifestSet, Reload};

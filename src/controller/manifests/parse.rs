@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{documents, object, ManifestError};
-use crate::controller::{Desired, SyncMode};
+use crate::controller::decision::manifest_mode;
+use crate::controller::Desired;
 
 /// One desired APIService and where it was declared.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Manifest {
-    /// The entry, labelled for its mode.
+    /// The entry and its mode.
     pub desired: Desired,
     /// File it came from.
     pub file: PathBuf,
@@ -42,8 +43,14 @@ impl Manifest {
 }
 
 /// Parses one file: JSON when its name ends in `.json`, YAML otherwise. Any error
-/// (including a name declared twice in the file) rejects the whole file.
-pub fn parse_file(file: &Path, text: &str) -> Result<Vec<Manifest>, Vec<ManifestError>> {
+/// (including a name declared twice in the file) rejects the whole file. An
+/// object's mode comes from the ownership label `label_key` or, for manifests
+/// written for upstream, kube-aggregator's label.
+pub fn parse_file(
+    file: &Path,
+    text: &str,
+    label_key: &str,
+) -> Result<Vec<Manifest>, Vec<ManifestError>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let is_json = file.extension().is_some_and(|e| e == "json");
     // Parsed documents (or their errors) with their place, then their objects.
@@ -86,7 +93,7 @@ pub fn parse_file(file: &Path, text: &str) -> Result<Vec<Manifest>, Vec<Manifest
         for res in object::expand(value) {
             match res {
                 Ok(obj) => {
-                    let mode = SyncMode::from_label(obj.auto_managed());
+                    let mode = manifest_mode(&obj, label_key);
                     found.push(Manifest {
                         desired: Desired::new(&obj, mode),
                         file: file.to_path_buf(),
@@ -155,6 +162,12 @@ fn first_content_line(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::DEFAULT_LABEL_KEY;
+    use crate::controller::SyncMode;
+
+    fn parse_file(file: &Path, text: &str) -> Result<Vec<Manifest>, Vec<ManifestError>> {
+        super::parse_file(file, text, DEFAULT_LABEL_KEY)
+    }
 
     const A: &str = "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.a\nspec:\n  group: a\n  version: v1\n";
 
@@ -209,6 +222,11 @@ mod tests {
         let other = on_start.replace("onstart", "\"false\"");
         let got = parse_file(Path::new("x.yaml"), &other).unwrap();
         assert_eq!(got[0].desired.mode, SyncMode::Always);
-        assert_eq!(got[0].desired.object.auto_managed(), Some("true"));
+        let ours = A.replace(
+            "  name: v1.a\n",
+            &format!("  name: v1.a\n  labels:\n    {DEFAULT_LABEL_KEY}: onstart\n"),
+        );
+        let got = parse_file(Path::new("x.yaml"), &ours).unwrap();
+        assert_eq!(got[0].desired.mode, SyncMode::OnStart, "our own key");
     }
 }

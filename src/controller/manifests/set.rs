@@ -23,14 +23,17 @@ pub struct Reload {
 #[derive(Debug)]
 pub struct ManifestSet {
     path: PathBuf,
+    label_key: String,
     files: BTreeMap<PathBuf, Vec<Manifest>>,
 }
 
 impl ManifestSet {
-    /// An empty set for PATH; nothing is read until [`reload`](Self::reload).
-    pub fn new(path: impl Into<PathBuf>) -> ManifestSet {
+    /// An empty set for PATH whose modes come from `label_key` (see [`parse_file`]);
+    /// nothing is read until [`reload`](Self::reload).
+    pub fn new(path: impl Into<PathBuf>, label_key: &str) -> ManifestSet {
         ManifestSet {
             path: path.into(),
+            label_key: label_key.to_string(),
             files: BTreeMap::new(),
         }
     }
@@ -61,7 +64,7 @@ impl ManifestSet {
             .map(|file| {
                 let parsed = read_manifest(&file, MAX_MANIFEST_BYTES)
                     .map_err(|e| vec![e])
-                    .and_then(|text| parse_file(&file, &text));
+                    .and_then(|text| parse_file(&file, &text, &self.label_key));
                 let manifests = match parsed {
                     Ok(manifests) => manifests,
                     Err(errs) => {
@@ -136,8 +139,8 @@ impl ManifestSet {
 }
 
 /// Reads PATH once; any error fails the whole load (for `plan` and start-up).
-pub fn load(path: &Path) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>> {
-    let reload = ManifestSet::new(path).reload();
+pub fn load(path: &Path, label_key: &str) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>> {
+    let reload = ManifestSet::new(path, label_key).reload();
     if reload.errors.is_empty() {
         Ok(reload.desired)
     } else {
@@ -148,8 +151,19 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::DEFAULT_LABEL_KEY;
     use crate::controller::manifests::testutil::TempDir;
     use std::fs;
+
+    impl ManifestSet {
+        fn default_key(path: impl Into<PathBuf>) -> ManifestSet {
+            ManifestSet::new(path, DEFAULT_LABEL_KEY)
+        }
+    }
+
+    fn load(path: &Path) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>> {
+        super::load(path, DEFAULT_LABEL_KEY)
+    }
 
     fn svc(name: &str, group: &str) -> String {
         format!(
@@ -165,7 +179,7 @@ mod tests {
     fn parse_error_keeps_last_good_objects() {
         let d = TempDir::new("set-keep");
         d.write("a.yaml", &svc("v1.a", "a"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         assert!(set.reload().errors.is_empty());
         d.write("a.yaml", &format!("{}  oops: [\n", svc("v1.a", "changed")));
         let r = set.reload();
@@ -186,7 +200,7 @@ mod tests {
     fn new_file_that_fails_contributes_nothing() {
         let d = TempDir::new("set-newbad");
         d.write("a.yaml", &svc("v1.a", "a"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         set.reload();
         d.write(
             "b.yaml",
@@ -203,7 +217,7 @@ mod tests {
         let d = TempDir::new("set-removed");
         d.write("a.yaml", &svc("v1.a", "a"));
         let b = d.write("b.yaml", &svc("v1.b", "b"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         assert_eq!(names(&set.reload().desired), ["v1.a", "v1.b"]);
         fs::remove_file(b).unwrap();
         let r = set.reload();
@@ -217,7 +231,7 @@ mod tests {
         let sub = d.path("m");
         fs::create_dir(&sub).unwrap();
         fs::write(sub.join("a.yaml"), svc("v1.a", "a")).unwrap();
-        let mut set = ManifestSet::new(&sub);
+        let mut set = ManifestSet::default_key(&sub);
         set.reload();
         fs::remove_dir_all(&sub).unwrap();
         let r = set.reload();
@@ -267,7 +281,7 @@ mod tests {
         // b.yaml owns v1.x; a.yaml, first by name, later declares it too.
         d.write("a.yaml", &svc("v1.a", "a"));
         d.write("b.yaml", &svc("v1.x", "from-b"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         assert!(set.reload().errors.is_empty());
         d.write(
             "a.yaml",
@@ -294,7 +308,7 @@ mod tests {
     fn moving_an_object_between_files() {
         let d = TempDir::new("set-move");
         d.write("a.yaml", &svc("v1.x", "x"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         set.reload();
         d.write("b.yaml", &svc("v1.x", "x"));
         d.write("a.yaml", "");
@@ -309,7 +323,7 @@ mod tests {
     fn unreadable_file_is_reported_and_keeps_last_good() {
         let d = TempDir::new("set-unread");
         d.write("a.yaml", &svc("v1.a", "a"));
-        let mut set = ManifestSet::new(d.dir());
+        let mut set = ManifestSet::default_key(d.dir());
         set.reload();
         fs::write(d.path("a.yaml"), [0xff, 0xfe, 0x00]).unwrap();
         let r = set.reload();

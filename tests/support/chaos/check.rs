@@ -1,8 +1,8 @@
 //! The invariant checker: reads the server's request log and the run's timeline and
 //! names every broken invariant with the requests that broke it.
 //!
-//! Every request in the log is the controller's: other writers work in-process on the
-//! server's store, which the log does not record.
+//! Only the controller's requests are judged (its User-Agent; other writers work
+//! in-process on the server's store, which the log does not record, or name themselves).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -142,6 +142,16 @@ fn add_at(
 
 /// Every invariant broken by this run.
 pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> Vec<Violation> {
+    let ours: Vec<RequestRecord> = log
+        .iter()
+        .filter(|r| {
+            r.user_agent
+                .as_deref()
+                .map_or(true, |ua| ua == autoregister::client::USER_AGENT)
+        })
+        .cloned()
+        .collect();
+    let log = &ours[..];
     let mut v = Vec::new();
     let origin = t
         .procs

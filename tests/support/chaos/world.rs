@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use autoregister::api::APIServiceSpec;
+use autoregister::api::{APIServiceSpec, DEFAULT_LABEL_KEY};
 use autoregister::controller::manifests::ManifestSet;
 use autoregister::testserver::{RvChange, TestServer};
 use serde_json::{json, Value};
@@ -112,7 +112,7 @@ impl World {
     pub fn new(seed: u64, rng: &mut Rng) -> World {
         let server = TestServer::start();
         let scratch = Scratch::new(&format!("chaos-{seed}"));
-        let model = ManifestSet::new(scratch.manifests());
+        let model = ManifestSet::new(scratch.manifests(), DEFAULT_LABEL_KEY);
         let mut w = World {
             server,
             scratch,
@@ -154,7 +154,7 @@ impl World {
         // Steps wait until it has read the manifests and installed its signal handlers
         // (a SIGTERM in its first milliseconds kills it by the default action; a file
         // truncated before it read PATH makes it exit 2 as a bad manifest).
-        crate::binary::wait_until(Duration::from_secs(10), || {
+        crate::binary::wait_until_within(Duration::from_secs(10), || {
             p.log().contains(" started: ") || p.exited().is_some()
         });
         self.proc = Some(p);
@@ -168,7 +168,7 @@ impl World {
             let at = SystemTime::now();
             span.terminated = Some(at);
             // Exit within 2 s is the contract; 10 s tells "slow machine" from "stuck".
-            let (code, log) = p.terminate(Duration::from_secs(10));
+            let (code, log) = p.terminate_within(Duration::from_secs(10));
             span.exit_after = at.elapsed().ok();
             span.code = code;
             span.log = log;
@@ -201,7 +201,7 @@ impl World {
     }
 
     fn write_file(&mut self, file: usize, bytes: Vec<u8>) {
-        self.scratch.write(FILES[file], &bytes);
+        self.scratch.write_bytes(FILES[file], &bytes);
         self.files[file] = bytes;
     }
 
@@ -450,7 +450,7 @@ impl World {
 
     /// Waits (up to `bound`) for convergence, then keeps a quiet window under watch.
     pub fn await_convergence(&mut self, bound: Duration, settle: Duration, quiet: Duration) {
-        let ok = crate::binary::wait_until(bound, || self.missing().is_empty());
+        let ok = crate::binary::wait_until_within(bound, || self.missing().is_empty());
         if !ok {
             self.t.unconverged = self.missing();
             return;

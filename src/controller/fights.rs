@@ -1,0 +1,140 @@
+//! Noticing a fight: another writer undoing our writes to the same object again and again.
+//!
+//! A write to a name this process has already synced means something undid our
+//! work: the object was deleted (we create it again), its spec was changed (we
+//! update it again) or a managed object we removed came back (we delete it again).
+//! One such write is normal (someone ran `kubectl edit`); many in a short window
+//! are two controllers fighting — typically two instances with the same label key
+//! and different manifests. We cannot stop that, but we say so, naming the writer.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+/// Contested writes to one name within [`FIGHT_WINDOW`] that make a fight.
+pub const FIGHT_THRESHOLD: usize = 5;
+/// The window over which contested writes are counted (5 in 5 minutes: not a one-off edit).
+pub const FIGHT_WINDOW: Duration = Duration::from_secs(300);
+
+/// Counts contested writes per name and reports when they amount to a fight.
+#[derive(Default)]
+pub struct FightDetector {
+    recent: Mutex<HashMap<String, Recent>>,
+    contested: AtomicU64,
+    fights: AtomicU64,
+}
+
+#[derive(Default)]
+struct Recent {
+    times: VecDeque<Instant>,
+    /// When we last reported this name, so one fight is one warning per window.
+    reported: Option<Instant>,
+}
+
+/// A fight worth a warning: who undoes our writes, and how often.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fight {
+    /// Contested writes within the window, this one included.
+    pub writes: usize,
+}
+
+impl FightDetector {
+    /// Records a contested write to `name` at `now`; `Some` when it completes a fight
+    /// not yet reported within the window.
+    pub fn contested_write(&self, name: &str, now: Instant) -> Option<Fight> {
+        self.contested.fetch_add(1, Ordering::Relaxed);
+        let mut recent = self.recent.lock();
+        // Forget names that have been quiet for a window, so the map stays small.
+        recent.retain(|_, r| {
+            r.times
+                .back()
+                .is_some_and(|t| now.saturating_duration_since(*t) < FIGHT_WINDOW)
+        });
+        let r = recent.entry(name.to_string()).or_default();
+        r.times.push_back(now);
+        while r
+            .times
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= FIGHT_WINDOW)
+        {
+            r.times.pop_front();
+        }
+        let due = r
+            .reported
+            .map_or(true, |at| now.saturating_duration_since(at) >= FIGHT_WINDOW);
+        if r.times.len() >= FIGHT_THRESHOLD && due {
+            r.reported = Some(now);
+            self.fights.fetch_add(1, Ordering::Relaxed);
+            return Some(Fight {
+                writes: r.times.len(),
+            });
+        }
+        None
+    }
+
+    /// Writes that redid work another writer undid, since start.
+    pub fn contested_writes(&self) -> u64 {
+        self.contested.load(Ordering::Relaxed)
+    }
+
+    /// Fights reported, since start.
+    pub fn fights(&self) -> u64 {
+        self.fights.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn five_contested_writes_in_the_window_are_one_fight_reported_once() {
+        let d = FightDetector::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        for i in 0..4 {
+            assert_eq!(d.contested_write("a", at(i * 10)), None, "write {i}");
+        }
+        assert_eq!(d.contested_write("a", at(40)), Some(Fight { writes: 5 }));
+        assert_eq!(
+            d.contested_write("a", at(50)),
+            None,
+            "reported once per window"
+        );
+        assert_eq!(d.contested_writes(), 6);
+        assert_eq!(d.fights(), 1);
+        // Another name counts on its own.
+        assert_eq!(d.contested_write("b", at(50)), None);
+    }
+
+    #[test]
+    fn writes_spread_wider_than_the_window_are_no_fight() {
+        let d = FightDetector::default();
+        let t0 = Instant::now();
+        for i in 0..20u64 {
+            assert_eq!(
+                d.contested_write("a", t0 + Duration::from_secs(i * 100)),
+                None
+            );
+        }
+        assert_eq!(d.fights(), 0);
+    }
+
+    #[test]
+    fn a_fight_that_goes_on_is_reported_again_after_a_window() {
+        let d = FightDetector::default();
+        let t0 = Instant::now();
+        let mut reports = 0;
+        for i in 0..120u64 {
+            if d.contested_write("a", t0 + Duration::from_secs(i * 5))
+                .is_some()
+            {
+                reports += 1;
+            }
+        }
+        // 600 s of writes every 5 s: reported at the 5th write, then once per 300 s.
+        assert_eq!(reports, 2);
+    }
+}
