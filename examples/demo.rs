@@ -72,7 +72,7 @@ fn demo() -> Result<()> {
         "autoregister run --manifests {}",
         manifests.display()
     ));
-    let mut child = Command::new(&binary)
+    let child = Command::new(&binary)
         .args(["run", "--manifests"])
         .arg(&manifests)
         .arg("--kubeconfig")
@@ -89,7 +89,9 @@ fn demo() -> Result<()> {
                 binary.display()
             )
         })?;
-    relay(&mut child);
+    // Killed on drop: a failed step must not leave the controller running.
+    let mut child = KillOnDrop(child);
+    relay(&mut child.0);
 
     let desired = [
         "v1.example.com",
@@ -131,10 +133,10 @@ fn demo() -> Result<()> {
     ));
 
     step("SIGTERM");
-    let pid = child.id().to_string();
+    let pid = child.0.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status()?;
     let started = Instant::now();
-    let status = child.wait()?;
+    let status = child.0.wait()?;
     step(&format!(
         "autoregister exited with {status} after {:?}",
         started.elapsed()
@@ -204,6 +206,16 @@ fn show(server: &TestServer, when: &str) {
         };
         let prio = obj["spec"]["versionPriority"].as_i64().unwrap_or(0);
         println!("  {name:36} {owner:26} {prio:>8}");
+    }
+}
+
+/// A child process killed (if still running) and reaped when dropped.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

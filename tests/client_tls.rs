@@ -510,6 +510,7 @@ fn plugin(dir: &Path) -> PathBuf {
 printf '%s' "$KUBERNETES_EXEC_INFO" > "$DIR/info.json"
 echo run >> "$DIR/runs"
 n=$(wc -l < "$DIR/runs" | tr -d ' ')
+if [ -n "$SLEEP" ]; then sleep "$SLEEP"; fi
 if [ -n "$FAIL" ]; then echo "  plugin broke: $FAIL  " >&2; exit 3; fi
 printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"exec-token-%s","expirationTimestamp":"%s"}}' "$APIV" "$n" "$EXP"
 "#,
@@ -573,6 +574,75 @@ fn exec_plugin_token_is_cached_until_expiry_and_gets_exec_info() {
     assert_eq!(info["spec"]["interactive"], false);
     assert_eq!(info["spec"]["cluster"]["server"], server.url("http"));
     assert_eq!(info["spec"]["cluster"]["tls-server-name"], "api.internal");
+}
+
+#[test]
+fn exec_plugin_runs_once_for_concurrent_requests_which_wait_for_its_answer() {
+    let dir = temp_dir("exec-concurrent");
+    let server = Server::start(None, ok_handler());
+    let mut config = Config::new(server.url("http"));
+    let mut exec = exec_config(&dir, V1, "2999-01-01T00:00:00Z");
+    exec.env.push(("SLEEP".into(), "0.3".into()));
+    config.auth = AuthConfig::Exec(exec);
+    let api = Api::<APIService>::all(Client::new(config).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let api = api.clone();
+            std::thread::spawn(move || api.get(&format!("n{i}")).map(drop))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().unwrap();
+    }
+    assert_eq!(runs(&dir), 1, "one run served every waiting request");
+}
+
+#[test]
+fn a_failed_exec_run_answers_every_request_that_waited_for_it() {
+    let dir = temp_dir("exec-concurrent-fail");
+    let server = Server::start(None, ok_handler());
+    let mut config = Config::new(server.url("http"));
+    let mut exec = exec_config(&dir, V1, "2999-01-01T00:00:00Z");
+    exec.env.push(("SLEEP".into(), "0.5".into()));
+    exec.env.push(("FAIL".into(), "no credentials".into()));
+    config.auth = AuthConfig::Exec(exec);
+    let api = Api::<APIService>::all(Client::new(config).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let api = api.clone();
+            std::thread::spawn(move || api.get(&format!("n{i}")).map(drop))
+        })
+        .collect();
+    for t in threads {
+        let e = t.join().unwrap().unwrap_err();
+        assert!(e.to_string().contains("no credentials"), "{e}");
+    }
+    assert_eq!(
+        runs(&dir),
+        1,
+        "the waiters took the failed run's answer, not a run each"
+    );
+}
+
+#[test]
+fn exec_plugin_past_its_timeout_is_killed_and_the_request_fails_naming_it() {
+    let dir = temp_dir("exec-timeout");
+    let server = Server::start(None, ok_handler());
+    let mut config = Config::new(server.url("http"));
+    config.exec_timeout = Duration::from_millis(300);
+    let mut exec = exec_config(&dir, V1, "2999-01-01T00:00:00Z");
+    exec.env.push(("SLEEP".into(), "30".into()));
+    config.auth = AuthConfig::Exec(exec);
+    let api = Api::<APIService>::all(Client::new(config).unwrap());
+    let t0 = std::time::Instant::now();
+    let e = api.get("a").unwrap_err();
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let text = e.to_string();
+    assert!(text.contains("plugin.sh: did not answer within"), "{text}");
+    assert!(
+        server.auth_headers().is_empty(),
+        "nothing sent without a credential"
+    );
 }
 
 #[test]

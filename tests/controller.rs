@@ -364,6 +364,8 @@ fn changing_the_desired_spec_updates_only_the_spec() {
 
     h.ctl.add_api_service_to_sync(svc("a.example.com", 42));
     wait_until("the spec is updated", || h.priority(name) == Some(42));
+    // The test server logs a request after applying it: wait for the record too.
+    wait_until("the update is logged", || !h.writes(name).is_empty());
     assert_eq!(h.writes(name), ["update 200"]);
     let after = h.stored(name).unwrap();
     assert_eq!(

@@ -1,10 +1,7 @@
 //! End to end: the real `autoregister` binary against the in-process test API server on loopback.
 #![cfg(feature = "testing")]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use autoregister::api::APIService;
@@ -12,46 +9,14 @@ use autoregister::client::{Api, Client};
 use autoregister::testserver::TestServer;
 use serde_json::{json, Value};
 
+#[path = "support/binary.rs"]
+mod binary;
 #[path = "support/promtext.rs"]
 mod promtext;
 
+use binary::{wait_until, Proc, Scratch, WAIT};
+
 const LABEL: &str = autoregister::api::DEFAULT_LABEL_KEY;
-const WAIT: Duration = Duration::from_secs(20);
-
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("autoregister-e2e-{}-{tag}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("manifests")).unwrap();
-        Scratch(dir)
-    }
-    fn manifests(&self) -> PathBuf {
-        self.0.join("manifests")
-    }
-    fn write(&self, file: &str, text: &str) {
-        // Write then rename so the controller never reads half a file.
-        let tmp = self.0.join(format!(".{file}.tmp"));
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(&tmp, self.manifests().join(file)).unwrap();
-    }
-    fn kubeconfig(&self, server: &TestServer) -> PathBuf {
-        let path = self.0.join("kubeconfig");
-        server.write_kubeconfig(&path).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// One APIService manifest (YAML); `mode` is the automanaged label value, if any.
 fn manifest(group: &str, mode: Option<&str>, version_priority: i64) -> String {
@@ -83,109 +48,6 @@ fn object(group: &str, mode: Option<&str>, version_priority: i64) -> Value {
         v["metadata"]["labels"] = json!({ LABEL: m });
     }
     v
-}
-
-/// The running binary, its stderr collected by a thread.
-struct Proc {
-    child: Child,
-    log: Arc<Mutex<String>>,
-}
-
-impl Proc {
-    fn spawn(args: &[&str]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_autoregister"))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .env_remove("KUBECONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        for stream in [
-            Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stdout.take().unwrap()),
-        ] {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    log.lock().unwrap().push_str(&(line + "\n"));
-                }
-            });
-        }
-        Proc { child, log }
-    }
-
-    fn run(server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
-        let kc = scratch.kubeconfig(server);
-        let manifests = scratch.manifests();
-        let mut args = vec![
-            "run",
-            "--manifests",
-            manifests.to_str().unwrap(),
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        Proc::spawn(&args)
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    fn wait_log(&self, needle: &str) {
-        assert!(
-            wait_until(|| self.log().contains(needle)),
-            "log never showed {needle:?}:\n{}",
-            self.log()
-        );
-    }
-
-    /// Waits for exit; returns the code and everything it printed.
-    fn wait_exit(mut self, timeout: Duration) -> (i32, String) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                // Let the reader threads drain the pipes.
-                std::thread::sleep(Duration::from_millis(50));
-                return (status.code().unwrap_or(-1), self.log());
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("did not exit within {timeout:?}:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM, then waits for a clean exit.
-    fn terminate(self) -> (i32, String) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        self.wait_exit(Duration::from_secs(10))
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_until(mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    f()
 }
 
 fn api(server: &TestServer) -> Api<APIService> {

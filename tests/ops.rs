@@ -141,6 +141,47 @@ fn readyz_is_503_with_the_reason_until_the_cache_syncs_then_200() {
 }
 
 #[test]
+fn healthz_is_503_naming_a_thread_stuck_past_its_bound_and_200_again_once_it_moves() {
+    let api = TestServer::start();
+    let controller = controller_for(&api);
+    controller.add_api_service_to_sync(apiservice("live.example.com"));
+    let ops = OpsServer::start("127.0.0.1:0", OpsSources::for_controller(&controller)).unwrap();
+    controller.start();
+    assert!(controller.wait_until_synced(WAIT));
+    assert_eq!(
+        get(ops.local_addr(), "/healthz").status,
+        200,
+        "reflector and workers alive"
+    );
+    // A manifest watcher (as `run` registers one) stuck in a reload past its bound.
+    let watcher = controller.liveness().register("manifest-watcher");
+    watcher.busy_for(Duration::from_millis(1), "reload");
+    let a = wait_for("healthz 503", || {
+        let a = get(ops.local_addr(), "/healthz");
+        (a.status == 503).then_some(a)
+    });
+    assert!(
+        a.body
+            .contains("[-]threads failed: manifest-watcher: 1 stuck past its bound (reload)"),
+        "{}",
+        a.body
+    );
+    watcher.idle();
+    assert_eq!(get(ops.local_addr(), "/healthz").status, 200);
+    // A thread that ended without retiring counts as dead.
+    drop(watcher);
+    let a = get(ops.local_addr(), "/healthz");
+    assert_eq!(a.status, 503);
+    assert!(
+        a.body.contains("manifest-watcher: 1 ended unexpectedly"),
+        "{}",
+        a.body
+    );
+    ops.shutdown();
+    controller.shutdown();
+}
+
+#[test]
 fn readiness_checks_added_by_the_caller_gate_readyz() {
     let leading = Arc::new(AtomicBool::new(false));
     let l = leading.clone();

@@ -170,9 +170,32 @@ fn test_adds_after_shutdown_are_ignored() {
     q.add_after("c", ms(1));
     q.add_rate_limited("d");
     clock.advance(ms(1000));
-    assert_eq!(q.len(), 1);
-    assert_eq!(get(&q), Some("a"), "queued items are still handed out");
-    assert_eq!(get(&q), None, "then get reports shutdown");
+    assert_eq!(q.len(), 0, "queued items are dropped at shutdown");
+    assert_eq!(get(&q), None, "get reports shutdown at once");
+}
+
+#[test]
+fn test_shutdown_drops_a_long_queue_and_in_flight_items_finish() {
+    let (q, _, _) = manual_queue("stop");
+    for i in 0..5_000 {
+        let name: &'static str = Box::leak(format!("n{i}").into_boxed_str());
+        q.add(name);
+    }
+    let first = get(&q).expect("an item");
+    q.shutdown();
+    assert_eq!(
+        get(&q),
+        None,
+        "no new item after shutdown, however long the queue"
+    );
+    assert_eq!(q.len(), 0);
+    q.add(first);
+    q.done(&first);
+    assert_eq!(
+        get(&q),
+        None,
+        "an add during processing is not requeued after shutdown"
+    );
 }
 
 #[test]
@@ -180,6 +203,7 @@ fn test_queue_drainage_using_shutdown_with_drain() {
     let (q, _, _) = manual_queue("drain");
     q.add("a");
     q.add("b");
+    q.add("q");
     assert_eq!(get(&q), Some("a"));
     assert_eq!(get(&q), Some("b"));
     let (tx, rx) = bounded(1);
@@ -193,7 +217,13 @@ fn test_queue_drainage_using_shutdown_with_drain() {
     // Wait until the drain has begun, then check it is still waiting for the two items.
     wait_for("drain to begin", || q.is_shutting_down());
     q.add("c");
-    assert_eq!(q.len(), 0, "adds are ignored while draining");
+    assert_eq!(q.len(), 1, "adds are ignored while draining");
+    assert_eq!(
+        get(&q),
+        Some("q"),
+        "queued items are still handed out while draining"
+    );
+    q.done(&"q");
     q.done(&"a");
     assert_eq!(
         rx.recv_timeout(ms(50)),

@@ -8,6 +8,7 @@ use autoregister::api::{
 };
 use autoregister::client::{DEFAULT_BURST, DEFAULT_QPS};
 use autoregister::controller::Ownership;
+use autoregister::runtime::leader::LeaderConfig;
 
 use super::duration;
 
@@ -18,9 +19,11 @@ usage:
                     [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--qps F] [--burst N] [--resync DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
+                    [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
+                    [--leader-elect-retry-period DUR]
                     [--label-key KEY] [--adopt] [--allow-empty]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
-                    [--label-key KEY] [--adopt] [--allow-empty]
+                    [--label-key KEY] [--adopt] [--allow-empty] [--timeout DUR]
   autoregister version
 
 PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
@@ -124,6 +127,9 @@ pub struct RunArgs {
     pub lease_namespace: String,
     /// `--lease-name` (default `autoregister`).
     pub lease_name: String,
+    /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
+    /// `--leader-elect-retry-period` (kube-controller-manager's flags and defaults).
+    pub leader: LeaderConfig,
     /// Ownership flags.
     pub ownership: OwnershipArgs,
     /// Connection flags.
@@ -135,6 +141,8 @@ pub struct RunArgs {
 pub struct PlanArgs {
     /// `--manifests`.
     pub manifests: PathBuf,
+    /// `--timeout`: the whole plan (every request it makes) gives up after this.
+    pub timeout: Duration,
     /// Ownership flags.
     pub ownership: OwnershipArgs,
     /// Connection flags.
@@ -156,7 +164,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     }
     let mut manifests = None;
     let mut once = false;
-    let mut timeout = Duration::from_secs(60);
+    // `run --once` converges within 60 s; `plan` only lists, 30 s is plenty.
+    let mut timeout = Duration::from_secs(if sub == "plan" { 30 } else { 60 });
+    let mut leader = LeaderConfig::default();
     let mut workers = 2usize;
     let mut resync = None;
     let mut health_addr = None;
@@ -217,8 +227,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 run_only("once")?;
                 once = true;
             }
-            Long("timeout") => {
-                run_only("timeout")?;
+            Long("timeout") if sub != "version" => {
                 timeout =
                     duration::parse(&value(&mut parser)?).map_err(|e| format!("--timeout: {e}"))?;
             }
@@ -253,6 +262,21 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 run_only("lease-name")?;
                 lease_name = value(&mut parser)?;
             }
+            Long(
+                flag @ ("leader-elect-lease-duration"
+                | "leader-elect-renew-deadline"
+                | "leader-elect-retry-period"),
+            ) => {
+                let flag = flag.to_string();
+                run_only(&flag)?;
+                let d =
+                    duration::parse(&value(&mut parser)?).map_err(|e| format!("--{flag}: {e}"))?;
+                match flag.as_str() {
+                    "leader-elect-lease-duration" => leader.lease_duration = d,
+                    "leader-elect-renew-deadline" => leader.renew_deadline = d,
+                    _ => leader.retry_period = d,
+                }
+            }
             other => return Err(other.unexpected().to_string()),
         }
     }
@@ -260,6 +284,16 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
         return Ok(Command::Version);
     }
     let manifests = manifests.ok_or_else(|| format!("`{sub}` needs --manifests PATH"))?;
+    // An empty name cannot be a Lease's: refused here, not as 404s logged forever.
+    for (flag, v) in [
+        ("lease-namespace", &lease_namespace),
+        ("lease-name", &lease_name),
+    ] {
+        if v.trim().is_empty() {
+            return Err(format!("--{flag} must not be empty"));
+        }
+    }
+    leader.validate()?;
     Ok(if sub == "run" {
         Command::Run(RunArgs {
             manifests,
@@ -271,12 +305,14 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             leader_elect,
             lease_namespace,
             lease_name,
+            leader,
             ownership,
             kube,
         })
     } else {
         Command::Plan(PlanArgs {
             manifests,
+            timeout,
             ownership,
             kube,
         })
@@ -382,6 +418,38 @@ mod tests {
         assert!(p("run --manifests m --bogus").is_err());
         assert!(p("frobnicate").is_err());
         assert!(p("run --manifests m --qps -1").is_err());
+        assert!(p("run --manifests m --lease-namespace=")
+            .unwrap_err()
+            .contains("--lease-namespace must not be empty"));
+        assert!(p("run --manifests m --lease-name=")
+            .unwrap_err()
+            .contains("--lease-name must not be empty"));
+        assert!(
+            p("run --manifests m --leader-elect-renew-deadline 20s")
+                .unwrap_err()
+                .contains("renew deadline"),
+            "renew deadline past the lease duration"
+        );
+    }
+
+    #[test]
+    fn plan_timeout_and_leader_timings() {
+        let Ok(Command::Plan(pl)) = p("plan --manifests m") else {
+            panic!("not plan")
+        };
+        assert_eq!(pl.timeout, Duration::from_secs(30));
+        let Ok(Command::Plan(pl)) = p("plan --manifests m --timeout 2s") else {
+            panic!("not plan")
+        };
+        assert_eq!(pl.timeout, Duration::from_secs(2));
+        let Ok(Command::Run(r)) = p("run --manifests m --leader-elect-lease-duration 2s \
+             --leader-elect-renew-deadline 1200ms --leader-elect-retry-period 200ms")
+        else {
+            panic!("not run")
+        };
+        assert_eq!(r.leader.lease_duration, Duration::from_secs(2));
+        assert_eq!(r.leader.renew_deadline, Duration::from_millis(1200));
+        assert_eq!(r.leader.retry_period, Duration::from_millis(200));
     }
 
     #[test]

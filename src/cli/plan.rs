@@ -7,9 +7,13 @@ use autoregister::client::{Api, Canceller};
 use autoregister::controller::load;
 use autoregister::controller::{decide, Action, Current, Facts};
 use autoregister::runtime::reflector::list_all;
+use crossbeam_channel::RecvTimeoutError;
 
 use super::args::PlanArgs;
 use super::{connect, exit, Failure};
+
+/// Beyond `--timeout`, how long the whole plan may take (several pages of a list).
+const PLAN_SLACK: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Runs `plan`; returns the exit code.
 pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
@@ -19,15 +23,47 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     }
     let ownership = o.ownership();
     let desired = load(&args.manifests, &ownership.label_key).map_err(Failure::usage)?;
-    let client = connect::client(&args.kube)?;
-    let api: Api<APIService> = Api::all(client);
-    let existing: BTreeMap<String, APIService> = match list_all(&api, 500, None, &Canceller::new())
-    {
-        Ok(listed) => listed
+    let client = connect::client(&args.kube)?.with_timeout(args.timeout);
+    // `--timeout` bounds every request (an exec plugin run included), and, with a little
+    // slack so a single hung request reports its own cause first, the whole plan.
+    let cancel = Canceller::new();
+    let timer = {
+        let cancel = cancel.clone();
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
+        let timeout = args.timeout.saturating_add(PLAN_SLACK);
+        std::thread::Builder::new()
+            .name("plan-timeout".into())
+            .spawn(move || {
+                // Dropping the sender (the list finished) ends the wait without cancelling.
+                if done_rx.recv_timeout(timeout) == Err(RecvTimeoutError::Timeout) {
+                    cancel.cancel();
+                }
+            })
+            .map(|_| done_tx)
+            .map_err(|e| Failure::failed(format!("cannot start the timeout thread: {e}")))?
+    };
+    let api: Api<APIService> = Api::all(client.with_canceller(&cancel));
+    let listed = list_all(&api, 500, None, &cancel);
+    drop(timer);
+    let existing: BTreeMap<String, APIService> = match listed {
+        // `None`: cancelled (the timeout), not an empty cluster.
+        Ok(Some(listed)) => listed
+            .items
             .into_iter()
-            .flat_map(|l| l.items)
             .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
             .collect(),
+        Ok(None) => {
+            return Err(Failure::failed(format!(
+                "cannot list APIServices: no answer within {:?} (--timeout)",
+                args.timeout
+            )))
+        }
+        Err(e) if e.is_cancelled() => {
+            return Err(Failure::failed(format!(
+                "cannot list APIServices: no answer within {:?} (--timeout)",
+                args.timeout
+            )))
+        }
         Err(e) => return Err(Failure::failed(format!("cannot list APIServices: {e}"))),
     };
     let names: BTreeSet<&String> = desired.keys().chain(existing.keys()).collect();

@@ -1,17 +1,20 @@
 //! `autoregister run`: keep the manifests' APIServices registered until stopped (or converged, with `--once`).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use autoregister::api::Lease;
 use autoregister::client::{Api, Client};
 use autoregister::controller::decision::{Desired, SyncMode};
 use autoregister::controller::manifests::{Poll, Reloaded, Reloader};
-use autoregister::controller::{Controller, ControllerOptions};
+use autoregister::controller::{Controller, ControllerOptions, Pending, NOT_SYNCED_YET};
 use autoregister::ops::{OpsServer, OpsSources};
+use autoregister::runtime::clock::deadline_after;
 use autoregister::runtime::leader::{
-    default_identity, LeaderCallbacks, LeaderConfig, LeaderElector, LeaderHandle,
+    default_identity, LeaderCallbacks, LeaderElector, LeaderHandle,
 };
+use autoregister::runtime::liveness::Heartbeat;
 use crossbeam_channel::{never, select, tick, Receiver};
 use log::{error, info, warn};
 
@@ -21,11 +24,46 @@ use super::{connect, exit, signals, Failure};
 /// How often PATH is checked for changes.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);
 
+/// Longest a manifest reload may take before the watcher counts as stuck on `/healthz`.
+const MANIFEST_RELOAD_BOUND: Duration = Duration::from_secs(60);
+
+/// Marks a heartbeat idle when a step ends, whichever way it ends.
+struct IdleOnDrop<'a>(&'a Heartbeat);
+
+impl Drop for IdleOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.idle();
+    }
+}
+
 /// How often the wait for leadership looks for a stop signal.
 const LEADER_WAIT_SLICE: Duration = Duration::from_millis(200);
 
+/// How often `--once` logs its progress while converging.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// How many pending names the `--once` timeout summary lists (then "and N more").
+const SUMMARY_NAMES: usize = 10;
+
+/// How a run ended.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// `--once` converged.
+    Converged,
+    /// `--once` ran out of time.
+    TimedOut,
+    /// SIGTERM/SIGINT.
+    Signal,
+    /// Leadership lost against our will.
+    Lost,
+    /// `--once`: only names a guard holds are left; waiting will not converge them.
+    Blocked,
+}
+
 /// Runs `run`; returns the exit code.
 pub fn run(args: &RunArgs) -> Result<i32, Failure> {
+    // `--timeout` bounds the whole `--once` run: the wait for the lease included.
+    let deadline = deadline_after(Instant::now(), args.timeout);
     let o = &args.ownership;
     let mut manifests = Reloader::new(&args.manifests, &o.label_key, o.allow_empty);
     // Read now so a bad manifest exits 2 at once, before any connection.
@@ -34,8 +72,6 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         return Err(Failure::usage(loaded.errors));
     }
     let client = connect::client(&args.kube)?;
-    let stop = signals::stop_channel()
-        .map_err(|e| Failure::failed(format!("cannot install signal handlers: {e}")))?;
     let controller = Controller::new(
         client,
         ControllerOptions {
@@ -47,6 +83,13 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
             ..ControllerOptions::default()
         },
     );
+    // The signal thread stops the controller itself: no write after the signal, even
+    // while this thread is busy elsewhere.
+    let stop = {
+        let c = controller.clone();
+        signals::stop_channel(move || c.stop())
+    }
+    .map_err(|e| Failure::failed(format!("cannot install signal handlers: {e}")))?;
     // Serving before leader election and start: a standby replica must answer its probes,
     // and /readyz says 503 while the cache syncs.
     let ops = match &args.health_addr {
@@ -61,23 +104,41 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         }
         None => None,
     };
+    let stop_all = |ops: Option<OpsServer>, code: i32| {
+        if let Some(ops) = ops {
+            ops.shutdown();
+        }
+        controller.shutdown();
+        Ok(code)
+    };
     // A standby starts no controller threads and writes nothing; a signal still ends the wait.
     let leader = if args.leader_elect {
-        match become_leader(args, controller.client(), &stop)? {
-            Some(handle) => Some(handle),
-            None => {
+        let until = args.once.then_some(deadline);
+        match become_leader(args, &controller, &stop, until)? {
+            Ok(handle) => Some(handle),
+            Err(End::Signal) => {
                 info!("signal received before becoming leader, stopping");
-                if let Some(ops) = ops {
-                    ops.shutdown();
-                }
-                controller.shutdown();
-                return Ok(exit::OK);
+                // A Job's `--once` that never converged did not succeed.
+                return stop_all(ops, if args.once { exit::FAILED } else { exit::OK });
             }
+            Err(_) => return stop_all(ops, exit::FAILED),
         }
     } else {
         None
     };
-    let lost = leader.as_ref().map_or_else(never, LeaderHandle::lost);
+    let lost = leader.as_ref().map_or_else(never, |h| h.lost());
+    if let Some(handle) = &leader {
+        // Asked right before every write: judged on the clock, so a leader frozen past its
+        // renew deadline writes nothing when it resumes, before its elector even notices.
+        let h = handle.clone();
+        controller.set_write_gate(move || {
+            if h.is_leader() {
+                Ok(())
+            } else {
+                Err("not leading: no renewal within the renew deadline".into())
+            }
+        });
+    }
     // A standby may have waited a long time: what counts is PATH as it is now that we lead.
     let loaded = if leader.is_some() {
         manifests.load()
@@ -94,8 +155,8 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         args.workers
     );
 
-    let code = if args.once {
-        once(args, &controller, &stop, &lost)
+    let end = if args.once {
+        once(args, &controller, &stop, &lost, deadline)
     } else {
         keep_running(&controller, &mut manifests, &mut applied, &stop, &lost)
     };
@@ -104,54 +165,121 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     }
     controller.shutdown();
     // Only once the controller no longer writes: the release lets a successor start at once.
+    // A lost lease is not ours to release.
     if let Some(handle) = &leader {
-        handle.release_and_stop();
+        if end == End::Lost {
+            handle.stop();
+        } else {
+            handle.release_and_stop();
+        }
     }
     info!("stopped");
-    Ok(code)
+    Ok(match end {
+        End::Converged => exit::OK,
+        End::Signal if !args.once => exit::OK,
+        _ => exit::FAILED,
+    })
 }
 
-/// `--once`: converge and exit 0, or exit 1 naming what failed after `--timeout`.
-fn once(args: &RunArgs, controller: &Controller, stop: &Receiver<i32>, lost: &Receiver<()>) -> i32 {
-    // Wait in short slices so a signal still ends the run promptly.
-    let deadline = std::time::Instant::now() + args.timeout;
+/// `--once`: converge and end, or end naming what failed at `deadline`.
+fn once(
+    args: &RunArgs,
+    controller: &Controller,
+    stop: &Receiver<i32>,
+    lost: &Receiver<()>,
+    deadline: Instant,
+) -> End {
+    let mut next_progress = deadline_after(Instant::now(), PROGRESS_EVERY);
     loop {
-        let slice = deadline
-            .saturating_duration_since(std::time::Instant::now())
-            .min(Duration::from_millis(200));
-        match controller.wait_converged(slice) {
-            Ok(()) => {
-                info!("converged");
-                return exit::OK;
+        // A signal or a loss stops the controller, which ends this wait at once.
+        let now = Instant::now();
+        let slice = deadline.min(next_progress).saturating_duration_since(now);
+        let result = controller.wait_converged(slice);
+        if result.is_err() && controller.is_stopped() {
+            // Stopped by the signal thread or the elector, whose message follows at once.
+            select! {
+                recv(stop) -> _ => {}
+                recv(lost) -> _ => {
+                    error!("leader election lost; exiting so a restart competes afresh");
+                    return End::Lost;
+                }
+                default(Duration::from_secs(1)) => {}
             }
-            // Only names a guard holds are left: they will not converge by waiting.
+            let (done, total) = controller.progress();
+            error!(
+                "stopped by a signal before converging ({done} of {total} APIServices converged)"
+            );
+            return End::Signal;
+        }
+        if stop.try_recv().is_ok() {
+            let (done, total) = controller.progress();
+            error!(
+                "stopped by a signal before converging ({done} of {total} APIServices converged)"
+            );
+            return End::Signal;
+        }
+        if lost.try_recv().is_ok() {
+            error!("leader election lost; exiting so a restart competes afresh");
+            return End::Lost;
+        }
+        match result {
+            Ok(()) => {
+                let (_, total) = controller.progress();
+                info!("converged: {total} APIServices");
+                return End::Converged;
+            }
             Err(pending) if !pending.is_empty() && pending.iter().all(|p| p.blocked) => {
                 error!(
                     "not converged: {} APIServices are not ours to write:",
                     pending.len()
                 );
-                for p in pending {
+                for p in pending.iter().take(SUMMARY_NAMES) {
                     error!("  {}: {}", p.name, p.reason);
                 }
-                return exit::FAILED;
+                if pending.len() > SUMMARY_NAMES {
+                    error!("  and {} more", pending.len() - SUMMARY_NAMES);
+                }
+                return End::Blocked;
             }
-            Err(pending) if std::time::Instant::now() >= deadline => {
-                error!("did not converge within {:?}:", args.timeout);
-                for p in pending {
-                    error!("  {}: {}", p.name, p.reason);
-                }
-                return exit::FAILED;
+            Err(pending) if Instant::now() >= deadline => {
+                report_timeout(args.timeout, controller, &pending);
+                return End::TimedOut;
             }
             Err(_) => {}
         }
-        if stop.try_recv().is_ok() {
-            info!("signal received, stopping");
-            return exit::OK;
+        if Instant::now() >= next_progress {
+            let (done, total) = controller.progress();
+            info!("converging: {done} of {total} APIServices converged");
+            next_progress = deadline_after(Instant::now(), PROGRESS_EVERY);
         }
-        if lost.try_recv().is_ok() {
-            error!("leader election lost; exiting so a restart competes afresh");
-            return exit::FAILED;
-        }
+    }
+}
+
+/// One summary instead of a line per name: counts, then the first few names and why.
+fn report_timeout(timeout: Duration, controller: &Controller, pending: &[Pending]) {
+    let (done, total) = controller.progress();
+    let failed = pending
+        .iter()
+        .filter(|p| p.reason != NOT_SYNCED_YET)
+        .count();
+    error!(
+        "did not converge within {timeout:?}: {done} of {total} APIServices converged, \
+         {failed} failed, {} not synced yet",
+        pending.len() - failed
+    );
+    // Failures first: they say why; names not tried yet say little.
+    let mut shown: Vec<&Pending> = pending
+        .iter()
+        .filter(|p| p.reason != NOT_SYNCED_YET)
+        .chain(pending.iter().filter(|p| p.reason == NOT_SYNCED_YET))
+        .take(SUMMARY_NAMES)
+        .collect();
+    shown.truncate(SUMMARY_NAMES);
+    for p in &shown {
+        error!("  {}: {}", p.name, p.reason);
+    }
+    if pending.len() > shown.len() {
+        error!("  and {} more", pending.len() - shown.len());
     }
 }
 
@@ -162,19 +290,24 @@ fn keep_running(
     applied: &mut BTreeMap<String, Desired>,
     stop: &Receiver<i32>,
     lost: &Receiver<()>,
-) -> i32 {
+) -> End {
     let ticker = tick(MANIFEST_POLL);
+    // Stuck in a reload this long (a file system that hangs) fails /healthz.
+    let heartbeat = controller.liveness().register("manifest-watcher");
     loop {
         select! {
             recv(stop) -> _ => {
-                info!("signal received, stopping");
-                return exit::OK;
+                heartbeat.retire();
+                return End::Signal;
             }
             recv(lost) -> _ => {
                 error!("leader election lost; exiting so a restart competes afresh");
-                return exit::FAILED;
+                heartbeat.retire();
+                return End::Lost;
             }
             recv(ticker) -> _ => {
+                heartbeat.busy_for(MANIFEST_RELOAD_BOUND, "reload");
+                let _idle = IdleOnDrop(&heartbeat);
                 if let Poll::Changed(loaded) = manifests.poll() {
                     report_reload(&loaded, manifests.path());
                     apply(controller, applied, loaded.desired);
@@ -184,38 +317,51 @@ fn keep_running(
     }
 }
 
-/// `--leader-elect`: competes for the Lease and blocks until this process leads.
-/// `Ok(None)`: a signal came first (a lease won meanwhile is released).
+/// `--leader-elect`: competes for the Lease and blocks until this process leads, a signal
+/// comes (`Err(End::Signal)`; a lease won meanwhile is released) or `until` passes
+/// (`Err(End::TimedOut)`, naming who holds the lease).
 fn become_leader(
     args: &RunArgs,
-    client: &Client,
+    controller: &Controller,
     stop: &Receiver<i32>,
-) -> Result<Option<LeaderHandle>, Failure> {
+    until: Option<Instant>,
+) -> Result<Result<Arc<LeaderHandle>, End>, Failure> {
     // Its own client (rate limiter, connections), as client-go-based controllers do:
     // renewals must not queue behind the controller's writes.
-    let lease_client = Client::new(client.config().clone())
+    let lease_client = Client::new(controller.client().config().clone())
         .map_err(|e| Failure::failed(format!("cannot build the leader-election client: {e}")))?;
     let identity = default_identity();
+    // Losing leadership stops the controller on the elector's thread, before anything else
+    // hears of it (the write gate has closed already).
+    let c = controller.clone();
     let handle = LeaderElector::start(
         Api::<Lease>::namespaced(lease_client, &args.lease_namespace),
         &args.lease_name,
         identity.clone(),
-        LeaderConfig::default(),
-        LeaderCallbacks::new(),
+        args.leader.clone(),
+        LeaderCallbacks::new().on_stopped_leading(move || c.stop()),
     )
     .map_err(|e| Failure::failed(format!("cannot start leader election: {e}")))?;
-    info!(
-        "leader election: waiting for lease {}/{} as {identity}",
-        args.lease_namespace, args.lease_name
-    );
+    let handle = Arc::new(handle);
+    let lease = format!("{}/{}", args.lease_namespace, args.lease_name);
+    info!("leader election: waiting for lease {lease} as {identity}");
     loop {
         if handle.wait_until_leader(LEADER_WAIT_SLICE) {
             info!("leader election: leading as {identity}");
-            return Ok(Some(handle));
+            return Ok(Ok(handle));
         }
         if stop.try_recv().is_ok() {
             handle.release_and_stop();
-            return Ok(None);
+            return Ok(Err(End::Signal));
+        }
+        if until.is_some_and(|u| Instant::now() >= u) {
+            let why = match handle.leader() {
+                Some(holder) => format!("still waiting for the lease {lease} held by {holder}"),
+                None => format!("still waiting for the lease {lease} (no holder seen yet)"),
+            };
+            error!("did not converge within {:?}: {why}", args.timeout);
+            handle.release_and_stop();
+            return Ok(Err(End::TimedOut));
         }
     }
 }

@@ -49,13 +49,18 @@ impl Authenticator {
         Ok(Authenticator { source })
     }
 
-    /// The `Authorization` header value for the next request, if any.
-    pub(crate) fn header(&self) -> Result<Option<String>, Error> {
+    /// The `Authorization` header value for the next request, if any. An exec plugin gets
+    /// until `until` (and is killed when `cancelled()` turns true).
+    pub(crate) fn header(
+        &self,
+        until: Instant,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<String>, Error> {
         Ok(match &self.source {
             Source::None => None,
             Source::Fixed(h) => Some(h.clone()),
             Source::TokenFile(f) => Some(format!("Bearer {}", f.token()?)),
-            Source::Exec(p) => p.token()?.map(|t| format!("Bearer {t}")),
+            Source::Exec(p) => p.token(until, cancelled)?.map(|t| format!("Bearer {t}")),
         })
     }
 

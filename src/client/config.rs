@@ -21,6 +21,9 @@ pub struct Config {
     pub timeout: Duration,
     /// Time allowed to establish a connection.
     pub connect_timeout: Duration,
+    /// Longest run of an exec credential plugin before it is killed (default 30 s); a
+    /// request's own timeout bounds it further.
+    pub exec_timeout: Duration,
     /// Where this configuration came from, for messages (e.g. `kubeconfig /root/.kube/config, context kind`).
     pub origin: String,
 }
@@ -84,6 +87,9 @@ pub struct ExecConfig {
 pub const DEFAULT_QPS: f32 = 50.0;
 /// See [`DEFAULT_QPS`].
 pub const DEFAULT_BURST: u32 = 100;
+/// Default [`Config::exec_timeout`]: a plugin that has not answered in 30 s (a cloud CLI
+/// waiting on a dead metadata server, a login prompt nobody sees) will not answer.
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
     /// A configuration for `server` with no TLS trust, no credentials and default limits.
@@ -97,6 +103,7 @@ impl Config {
             burst: DEFAULT_BURST,
             timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
+            exec_timeout: DEFAULT_EXEC_TIMEOUT,
             origin: "explicit server".to_string(),
         }
     }
@@ -119,6 +126,7 @@ impl fmt::Debug for Config {
             .field("burst", &self.burst)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("exec_timeout", &self.exec_timeout)
             .field("origin", &self.origin)
             .finish()
     }

@@ -147,6 +147,10 @@ impl Error {
         })
     }
 
+    /// The request was cancelled (shutdown), not answered.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled)
+    }
     /// 404 NotFound.
     pub fn is_not_found(&self) -> bool {
         self.is("NotFound", 404)

@@ -1,12 +1,12 @@
 //! Exec credential plugins (`client.authentication.k8s.io/v1` and `v1beta1`): run, parse, cache.
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, OnceLock};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use rustls::client::ResolvesClientCert;
 use rustls::sign::CertifiedKey;
 use rustls::SignatureScheme;
@@ -15,6 +15,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::child::{self, Bounds, RunError};
 use super::config::{Config, ExecConfig};
 use super::Error;
 
@@ -24,12 +25,46 @@ const V1BETA1: &str = "client.authentication.k8s.io/v1beta1";
 /// Longest plugin stderr we quote in an error.
 const MAX_STDERR: usize = 2048;
 
+/// Most bytes read from a plugin's stdout or stderr: an ExecCredential is a few KB, a
+/// certificate chain a few more; a plugin writing more is broken (and would cost memory).
+pub(crate) const MAX_OUTPUT: usize = 1 << 20;
+
+/// A plugin still running after this long is logged ("waiting for exec plugin NAME"), so a
+/// stall (login prompt, dead metadata server) shows in the log instead of looking like a hang.
+const SLOW_AFTER: Duration = Duration::from_secs(2);
+
+/// How often a thread waiting for another's plugin run checks its own bounds.
+const WAIT_SLICE: Duration = Duration::from_millis(20);
+
 /// A credential plugin and its cached answer.
 pub(crate) struct ExecPlugin {
     config: ExecConfig,
     /// The `KUBERNETES_EXEC_INFO` value.
     exec_info: String,
-    cache: Mutex<Option<Credential>>,
+    /// Longest run before the plugin is killed.
+    timeout: Duration,
+    state: Mutex<Cache>,
+    /// Notified when a run ends, for threads waiting for its answer.
+    ran: Condvar,
+}
+
+/// The cached answer and whether a run is in progress (at most one at a time). The lock is
+/// never held while the plugin runs: other requests wait on `ran` with their own bounds.
+#[derive(Default)]
+struct Cache {
+    credential: Option<Credential>,
+    running: bool,
+    /// Runs finished so far.
+    runs: u64,
+    /// The last run that failed (its number and error): threads that waited for it get
+    /// that error instead of running the plugin again one after another.
+    failure: Option<(u64, Error)>,
+}
+
+impl Credential {
+    fn is_valid(&self) -> bool {
+        self.expires.map_or(true, |t| SystemTime::now() < t)
+    }
 }
 
 /// A plugin's answer: a token, a client certificate, or both.
@@ -42,7 +77,7 @@ pub(crate) struct Credential {
 
 /// Plugins by configuration, shared by every client in the process (as client-go does), so
 /// the transport's certificate and the authenticator's token come from one run.
-type Registry = Mutex<HashMap<(ExecConfig, String), Arc<ExecPlugin>>>;
+type Registry = Mutex<HashMap<(ExecConfig, String, Duration), Arc<ExecPlugin>>>;
 static REGISTRY: OnceLock<Registry> = OnceLock::new();
 
 #[derive(Deserialize)]
@@ -68,7 +103,7 @@ impl ExecPlugin {
     pub(crate) fn shared(config: &Config, exec: &ExecConfig) -> Result<Arc<Self>, Error> {
         let plugin = Self::new(config, exec)?;
         let registry = REGISTRY.get_or_init(Registry::default);
-        let key = (exec.clone(), plugin.exec_info.clone());
+        let key = (exec.clone(), plugin.exec_info.clone(), plugin.timeout);
         Ok(registry
             .lock()
             .entry(key)
@@ -120,32 +155,82 @@ impl ExecPlugin {
         Ok(ExecPlugin {
             config: exec.clone(),
             exec_info,
-            cache: Mutex::new(None),
+            timeout: config.exec_timeout,
+            state: Mutex::new(Cache::default()),
+            ran: Condvar::new(),
         })
     }
 
-    /// The credential, from the cache while it has not expired, else from a fresh run.
-    pub(crate) fn credential(&self) -> Result<Credential, Error> {
-        // Held across the run so concurrent requests start the plugin once.
-        let mut cache = self.cache.lock();
-        if let Some(c) = cache.as_ref() {
-            if c.expires.map_or(true, |t| SystemTime::now() < t) {
+    /// The credential, from the cache while it has not expired, else from a fresh run (one
+    /// at a time: a request arriving during a run waits for its answer). Gives up at `until`
+    /// or when `cancelled()`; a run of ours is then killed.
+    pub(crate) fn credential(
+        &self,
+        until: Instant,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Credential, Error> {
+        let mut state = self.state.lock();
+        let runs_before = state.runs;
+        loop {
+            if let Some(c) = state.credential.as_ref().filter(|c| c.is_valid()) {
                 return Ok(c.clone());
             }
+            if let Some((run, e)) = &state.failure {
+                if *run > runs_before {
+                    return Err(e.clone());
+                }
+            }
+            if !state.running {
+                break;
+            }
+            if cancelled() {
+                return Err(Error::Cancelled);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Err(self.fail("timed out waiting for another run of the plugin"));
+            }
+            let slice = crate::runtime::clock::deadline_after(now, WAIT_SLICE).min(until);
+            self.ran.wait_until(&mut state, slice);
         }
-        let c = self.run()?;
-        *cache = Some(c.clone());
-        Ok(c)
+        state.running = true;
+        drop(state);
+        let result = self.run(until, cancelled);
+        let mut state = self.state.lock();
+        state.running = false;
+        state.runs += 1;
+        match &result {
+            Ok(c) => state.credential = Some(c.clone()),
+            // A cancelled run says nothing about the plugin: a waiter runs it itself.
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => state.failure = Some((state.runs, e.clone())),
+        }
+        drop(state);
+        self.ran.notify_all();
+        result
+    }
+
+    /// The cached credential, if it is still valid; never runs the plugin.
+    pub(crate) fn cached(&self) -> Option<Credential> {
+        self.state
+            .lock()
+            .credential
+            .clone()
+            .filter(Credential::is_valid)
     }
 
     /// The bearer token, if the plugin gives one (it may give only a client certificate).
-    pub(crate) fn token(&self) -> Result<Option<String>, Error> {
-        Ok(self.credential()?.token)
+    pub(crate) fn token(
+        &self,
+        until: Instant,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<String>, Error> {
+        Ok(self.credential(until, cancelled)?.token)
     }
 
     /// Drops the cached token so the next request runs the plugin again.
     pub(crate) fn invalidate(&self) -> bool {
-        *self.cache.lock() = None;
+        self.state.lock().credential = None;
         true
     }
 
@@ -157,16 +242,24 @@ impl ExecPlugin {
         Error::Auth(format!("exec plugin {}: {m}{hint}", self.config.command))
     }
 
-    fn run(&self) -> Result<Credential, Error> {
-        let out = Command::new(&self.config.command)
-            .args(&self.config.args)
+    /// Runs the plugin once, killed after [`Config::exec_timeout`], at `until` or on cancel.
+    fn run(&self, until: Instant, cancelled: &dyn Fn() -> bool) -> Result<Credential, Error> {
+        let mut cmd = Command::new(&self.config.command);
+        cmd.args(&self.config.args)
             .envs(self.config.env.iter().map(|(k, v)| (k, v)))
-            .env("KUBERNETES_EXEC_INFO", &self.exec_info)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| self.fail(format!("cannot run: {e}")))?;
+            .env("KUBERNETES_EXEC_INFO", &self.exec_info);
+        let bounds = Bounds {
+            until: crate::runtime::clock::deadline_after(Instant::now(), self.timeout).min(until),
+            max_output: MAX_OUTPUT,
+            cancelled,
+            slow_after: SLOW_AFTER,
+            on_slow: &|| log::info!("waiting for exec plugin {}", self.config.command),
+        };
+        let out = match child::run(&mut cmd, &bounds) {
+            Ok(out) => out,
+            Err(RunError::Cancelled) => return Err(Error::Cancelled),
+            Err(e) => return Err(self.fail(e)),
+        };
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let stderr: String = stderr.trim().chars().take(MAX_STDERR).collect();
@@ -250,15 +343,11 @@ impl std::fmt::Debug for ExecPlugin {
 
 impl ResolvesClientCert for ExecClientCert {
     fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
-        // A failing plugin here means no certificate; the request's own credential lookup
-        // reports the plugin's error.
-        match self.0.credential() {
-            Ok(c) => c.cert,
-            Err(e) => {
-                log::debug!("no client certificate from the exec plugin: {e}");
-                None
-            }
-        }
+        // Never runs the plugin here, inside a TLS handshake nothing can cancel: every
+        // request asks for its credential first (bounded, cancellable), which fills the
+        // cache. A credential that expired in between gives no certificate, the server
+        // answers 401 and the retry runs the plugin again.
+        self.0.cached().and_then(|c| c.cert)
     }
 
     fn has_certs(&self) -> bool {

@@ -1,6 +1,7 @@
 //! Blocking Kubernetes REST client over one shared `ureq` agent with rustls.
 
 mod auth;
+mod child;
 mod config;
 mod error;
 mod exec;
@@ -15,11 +16,13 @@ mod transport;
 mod typed_api;
 mod watch;
 
-pub use config::{AuthConfig, Config, ExecConfig, TlsConfig, DEFAULT_BURST, DEFAULT_QPS};
+pub use config::{
+    AuthConfig, Config, ExecConfig, TlsConfig, DEFAULT_BURST, DEFAULT_EXEC_TIMEOUT, DEFAULT_QPS,
+};
 pub use error::{ApiError, Error, MAX_RETRY_AFTER};
 pub use infer::{ConfigError, ConnectOptions, InferEnv, SERVICE_ACCOUNT_DIR};
 pub use metrics::{RestMetrics, ERROR_CODE};
-pub use rest::{Client, MAX_BODY_BYTES};
+pub use rest::{Client, WriteGate, MAX_BODY_BYTES};
 pub use transport::Canceller;
 pub use typed_api::{Api, DeleteParams, ListParams, WatchParams, WATCH_SLACK};
 pub use watch::{WatchStream, MAX_EVENT_BYTES};

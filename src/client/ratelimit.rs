@@ -4,6 +4,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+/// How often a caller waiting for a token checks whether it should give up.
+const CANCEL_CHECK: Duration = Duration::from_millis(20);
+
 /// A blocking token bucket shared by every request of a client.
 pub(crate) struct TokenBucket {
     qps: f64,
@@ -55,11 +58,20 @@ impl TokenBucket {
         }
     }
 
-    /// Blocks until a token is available.
-    pub(crate) fn acquire(&self) {
+    /// Blocks until a token is available, or until `cancelled` says to give up (checked
+    /// every few milliseconds, so a stop is never stuck behind a tiny `qps`); `false` then.
+    pub(crate) fn acquire(&self, cancelled: impl Fn() -> bool) -> bool {
         let wait = self.reserve(Instant::now());
-        if !wait.is_zero() {
-            std::thread::sleep(wait);
+        let until = crate::runtime::clock::deadline_after(Instant::now(), wait);
+        loop {
+            if cancelled() {
+                return false;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(CANCEL_CHECK));
         }
     }
 }

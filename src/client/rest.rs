@@ -31,6 +31,19 @@ pub struct Client {
     max_body_bytes: u64,
     /// Per-handle override of `Config::timeout` (leader election bounds its requests tighter).
     timeout: Option<Duration>,
+    /// Set by [`with_canceller`](Client::with_canceller): the canceller and the pooled agent
+    /// whose connections it closes.
+    cancel: Option<Arc<Cancellable>>,
+    /// Asked right before each write is sent (see [`with_write_gate`](Client::with_write_gate)).
+    write_gate: Option<WriteGate>,
+}
+
+/// Asked right before a write (POST, PUT, DELETE) is sent; `Err(why)` withholds it.
+pub type WriteGate = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+struct Cancellable {
+    canceller: Canceller,
+    agent: ureq::Agent,
 }
 
 struct Inner {
@@ -91,7 +104,59 @@ impl Client {
             }),
             max_body_bytes: MAX_BODY_BYTES,
             timeout: None,
+            cancel: None,
+            write_gate: None,
         })
+    }
+
+    /// This client with `gate` asked right before every write is put on the wire (after
+    /// the rate limiter and the credential, which may have waited): when it refuses, the
+    /// write is not sent and fails with [`Error::Cancelled`]. Leader election uses it so a
+    /// leader frozen (or starved) past its renew deadline sends nothing when it resumes.
+    pub fn with_write_gate(mut self, gate: WriteGate) -> Client {
+        self.write_gate = Some(gate);
+        self
+    }
+
+    /// This client with every request (and watch) ended by `cancel`: a cancel closes the
+    /// sockets of requests in flight, wakes a wait for the rate limiter or an exec plugin,
+    /// and fails later requests at once with [`Error::Cancelled`]. The handle gets a
+    /// connection pool of its own (only its own sockets are closed); credentials, rate
+    /// limiter and metrics stay shared.
+    pub fn with_canceller(mut self, cancel: &Canceller) -> Client {
+        let agent = self.inner.transport.cancellable_agent(cancel);
+        self.cancel = Some(Arc::new(Cancellable {
+            canceller: cancel.clone(),
+            agent,
+        }));
+        self
+    }
+
+    /// Whether this handle's canceller (see [`with_canceller`](Self::with_canceller)) has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.canceller.is_cancelled())
+    }
+
+    /// Any error of a request whose canceller fired is reported as [`Error::Cancelled`]:
+    /// a closed socket shows in whatever way it happens to.
+    fn cancelled_as(&self, e: Error, watch: Option<&Canceller>) -> Error {
+        if self.is_cancelled() || watch.is_some_and(Canceller::is_cancelled) {
+            Error::Cancelled
+        } else {
+            e
+        }
+    }
+
+    /// The cancellers that end a request of this handle (plus a watch's own).
+    fn cancellers<'a>(&'a self, watch: Option<&'a Canceller>) -> Vec<&'a Canceller> {
+        self.cancel
+            .as_ref()
+            .map(|c| &c.canceller)
+            .into_iter()
+            .chain(watch)
+            .collect()
     }
 
     /// This client with a different limit on non-watch answers (default [`MAX_BODY_BYTES`]).
@@ -135,13 +200,7 @@ impl Client {
         path: &str,
         cancel: &Canceller,
     ) -> Result<Vec<u8>, Error> {
-        self.send_with(verb, path, None, Some(cancel)).map_err(|e| {
-            if cancel.is_cancelled() {
-                Error::Cancelled
-            } else {
-                e
-            }
-        })
+        self.send_with(verb, path, None, Some(cancel))
     }
 
     fn send_with(
@@ -151,22 +210,25 @@ impl Client {
         body: Option<Vec<u8>>,
         cancel: Option<&Canceller>,
     ) -> Result<Vec<u8>, Error> {
-        let own_agent = cancel.map(|c| self.inner.transport.watch_agent(c));
+        let own_agent = cancel.map(|c| self.inner.transport.watch_agent(&self.cancellers(Some(c))));
         let agent = own_agent
             .as_ref()
+            .or(self.cancel.as_ref().map(|c| &c.agent))
             .unwrap_or_else(|| self.inner.transport.agent());
         let deadline = Deadline {
             total: self.timeout.unwrap_or(self.inner.config.timeout),
             head: None,
         };
-        let resp = self.execute(agent, verb, path, body, deadline)?;
+        let resp = self
+            .execute(agent, verb, path, body, deadline, cancel)
+            .map_err(|e| self.cancelled_as(e, cancel))?;
         let limit = self.max_body_bytes;
         let mut buf = Vec::new();
         resp.into_body()
             .into_reader()
             .take(limit.saturating_add(1))
             .read_to_end(&mut buf)
-            .map_err(|e| io_error(&e))?;
+            .map_err(|e| self.cancelled_as(io_error(&e), cancel))?;
         if buf.len() as u64 > limit {
             return Err(Error::TooLarge(format!(
                 "{verb:?} {path}: more than {limit} bytes"
@@ -183,21 +245,18 @@ impl Client {
         timeout: Duration,
         cancel: &Canceller,
     ) -> Result<ureq::BodyReader<'static>, Error> {
-        let agent = self.inner.transport.watch_agent(cancel);
+        let agent = self
+            .inner
+            .transport
+            .watch_agent(&self.cancellers(Some(cancel)));
         let deadline = Deadline {
             total: timeout,
             head: Some(self.inner.config.timeout),
         };
         let resp = self
-            .execute(&agent, Verb::Get, path, None, deadline)
+            .execute(&agent, Verb::Get, path, None, deadline, Some(cancel))
             // A cancelled watch's connection fails in whatever way the closed socket shows.
-            .map_err(|e| {
-                if cancel.is_cancelled() {
-                    Error::Cancelled
-                } else {
-                    e
-                }
-            })?;
+            .map_err(|e| self.cancelled_as(e, Some(cancel)))?;
         Ok(resp.into_body().into_reader())
     }
 
@@ -210,11 +269,18 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
         deadline: Deadline,
+        watch: Option<&Canceller>,
     ) -> Result<http::Response<ureq::Body>, Error> {
         let url = format!("{}{}", self.inner.config.server, path);
+        let cancellers = self.cancellers(watch);
+        let cancelled = || cancellers.iter().any(|c| c.is_cancelled());
         let mut retried_auth = false;
+        let started_all = Instant::now();
         loop {
-            self.inner.limiter.acquire();
+            // Fail fast once cancelled: a stopping controller sends nothing more.
+            if cancelled() || !self.inner.limiter.acquire(cancelled) {
+                return Err(Error::Cancelled);
+            }
             let mut builder = http::Request::builder()
                 .method(verb.method())
                 .uri(&url)
@@ -222,8 +288,19 @@ impl Client {
             if body.is_some() {
                 builder = builder.header("Content-Type", "application/json");
             }
-            if let Some(auth) = self.inner.auth.header()? {
+            // The credential (an exec plugin may run) counts against the request's time.
+            let auth_until = crate::runtime::clock::deadline_after(
+                started_all,
+                deadline.head.unwrap_or(deadline.total),
+            );
+            if let Some(auth) = self.inner.auth.header(auth_until, &cancelled)? {
                 builder = builder.header("Authorization", auth);
+            }
+            if let (Some(gate), false) = (&self.write_gate, verb == Verb::Get) {
+                if let Err(why) = gate() {
+                    log::debug!("{} {path}: not sent: {why}", verb.as_str());
+                    return Err(Error::Cancelled);
+                }
             }
             // No body at all (not an empty one) on GET: ureq would otherwise send
             // `Content-Length: 0`, which some proxies reject on a GET.

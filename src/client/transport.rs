@@ -55,7 +55,7 @@ impl Transport {
         let connector = TlsConnector {
             rustls,
             tls: config.tls.clone(),
-            cancel: None,
+            cancel: Vec::new(),
         };
         Ok(Transport {
             agent: build_agent(config, connector.clone(), true),
@@ -69,13 +69,23 @@ impl Transport {
         &self.agent
     }
 
-    /// An agent for one watch; `cancel` can close its connection from another thread.
-    pub(crate) fn watch_agent(&self, cancel: &Canceller) -> ureq::Agent {
+    /// An agent for one watch; each of `cancel` can close its connection from another thread.
+    pub(crate) fn watch_agent(&self, cancel: &[&Canceller]) -> ureq::Agent {
         let connector = TlsConnector {
-            cancel: Some(cancel.clone()),
+            cancel: cancel.iter().map(|c| (*c).clone()).collect(),
             ..self.connector.clone()
         };
         build_agent(&self.config, connector, false)
+    }
+
+    /// A pooled agent of its own whose every connection `cancel` closes: a client handle
+    /// that must stop at once (controller shutdown) does not share sockets it cannot close.
+    pub(crate) fn cancellable_agent(&self, cancel: &Canceller) -> ureq::Agent {
+        let connector = TlsConnector {
+            cancel: vec![cancel.clone()],
+            ..self.connector.clone()
+        };
+        build_agent(&self.config, connector, true)
     }
 }
 
@@ -104,7 +114,8 @@ fn build_agent(config: &Config, connector: TlsConnector, pooled: bool) -> ureq::
 struct TlsConnector {
     rustls: Option<Arc<ClientConfig>>,
     tls: TlsConfig,
-    cancel: Option<Canceller>,
+    /// Each closes this connector's connections when cancelled (none: not cancellable).
+    cancel: Vec<Canceller>,
 }
 
 impl std::fmt::Debug for TlsConnector {
@@ -123,13 +134,13 @@ impl Connector<()> for TlsConnector {
         details: &ConnectionDetails,
         _chained: Option<()>,
     ) -> Result<Option<Connection>, ureq::Error> {
-        if self.cancel.as_ref().is_some_and(Canceller::is_cancelled) {
+        if self.cancel.iter().any(Canceller::is_cancelled) {
             return Err(cancelled());
         }
         let stream = Arc::new(connect_tcp(details)?);
         let weak: Weak<dyn ShutdownHandle> = Arc::downgrade(&stream) as Weak<dyn ShutdownHandle>;
         (details.register_shutdown)(weak)?;
-        if let Some(cancel) = &self.cancel {
+        for cancel in &self.cancel {
             cancel.register(&stream)?;
         }
         let io = if details.needs_tls() {
@@ -193,7 +204,7 @@ fn connect_tcp(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
 fn cancelled() -> ureq::Error {
     ureq::Error::Io(io::Error::new(
         io::ErrorKind::ConnectionAborted,
-        "watch cancelled",
+        "request cancelled",
     ))
 }
 
@@ -326,7 +337,9 @@ impl UreqTransport for Connection {
     }
 }
 
-/// Closes a watch connection from another thread, so shutdown never waits on an idle socket.
+/// Closes connections from another thread (a watch's, or every one of a client handle made
+/// with [`Client::with_canceller`](super::Client::with_canceller)), so shutdown never waits
+/// on a socket; requests started after the cancel fail at once with [`Error::Cancelled`].
 #[derive(Clone, Default)]
 pub struct Canceller {
     state: Arc<CancelState>,

@@ -99,6 +99,12 @@ impl<K: Resource> Api<K> {
         self
     }
 
+    /// This handle with every request ended by `cancel` (see [`Client::with_canceller`]).
+    pub fn with_canceller(mut self, cancel: &crate::client::Canceller) -> Self {
+        self.client = self.client.with_canceller(cancel);
+        self
+    }
+
     /// This handle naming `manager` as the `fieldManager` of every create and update,
     /// so `metadata.managedFields` shows who wrote what.
     pub fn with_field_manager(mut self, manager: impl Into<String>) -> Self {

@@ -13,7 +13,9 @@ use super::fights::FightDetector;
 use super::state::State;
 use super::sync::{self, SyncContext};
 use crate::api::{APIService, DEFAULT_LABEL_KEY};
-use crate::client::{Api, Client};
+use crate::client::{Api, Canceller, Client, WriteGate};
+use crate::runtime::clock::deadline_after;
+use crate::runtime::liveness::Liveness;
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
 use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
@@ -66,6 +68,10 @@ impl ControllerOptions {
     }
 }
 
+/// The [`Pending::reason`] of a name that has not been tried (or not finished) yet, as
+/// opposed to one whose last attempt failed.
+pub const NOT_SYNCED_YET: &str = "not synced yet";
+
 /// A name that has not synced successfully yet, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pending {
@@ -88,6 +94,12 @@ pub struct Controller {
 
 struct Inner {
     api: Api<APIService>,
+    /// Ends every request of `api` (and its watch) at shutdown.
+    cancel: Canceller,
+    /// The caller's gate (leadership), shared with the client, which asks it last.
+    write_gate: Arc<parking_lot::RwLock<Option<WriteGate>>>,
+    /// Heartbeats of the reflector and the workers, for `/healthz`.
+    liveness: Arc<Liveness>,
     options: ControllerOptions,
     ownership: Ownership,
     fights: FightDetector,
@@ -132,11 +144,23 @@ impl Controller {
                 options.label_key
             );
         }
+        let cancel = Canceller::new();
+        let write_gate: Arc<parking_lot::RwLock<Option<WriteGate>>> = Arc::default();
+        // The client asks the gate again right before sending: a worker may have waited for
+        // the rate limiter or a credential since the sync asked it.
+        let gate = {
+            let (slot, cancel) = (write_gate.clone(), cancel.clone());
+            Arc::new(move || may_write(&cancel, &slot)) as WriteGate
+        };
+        let client = client.with_canceller(&cancel).with_write_gate(gate);
         Controller {
             inner: Arc::new(Inner {
                 api: Api::all(client).with_field_manager(options.field_manager.clone()),
                 ownership,
                 fights: FightDetector::default(),
+                cancel,
+                write_gate,
+                liveness: Liveness::new(),
                 options,
                 state: State::default(),
                 store: Arc::new(Store::new()),
@@ -196,6 +220,7 @@ impl Controller {
         threads.started = true;
         let opts = ReflectorOptions {
             resync: self.inner.options.resync,
+            liveness: Some(self.inner.liveness.clone()),
             ..Default::default()
         };
         threads.reflector = Some(Reflector::spawn(
@@ -216,7 +241,7 @@ impl Controller {
 
     /// Waits until the cache has synced; false on timeout or shutdown.
     pub fn wait_until_synced(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(Instant::now(), timeout);
         let inner = &self.inner;
         let synced = || inner.state.has_start();
         // Shutdown ends the wait: the cache will never sync after it.
@@ -229,7 +254,7 @@ impl Controller {
     /// Waits until every desired name, and every managed name present at start, has synced
     /// successfully once; on timeout or shutdown returns what is still pending and why.
     pub fn wait_converged(&self, timeout: Duration) -> Result<(), Vec<Pending>> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(Instant::now(), timeout);
         let inner = &self.inner;
         let done = || inner.state.has_start() && inner.unsynced(1).is_empty();
         // Names a guard holds will not sync by waiting: stop as soon as only they are left.
@@ -263,6 +288,17 @@ impl Controller {
         Err(inner.pending())
     }
 
+    /// `(converged, total)`: how many of the names [`wait_converged`](Self::wait_converged)
+    /// waits for have synced once, out of how many (0 of the desired count before the cache
+    /// has synced).
+    pub fn progress(&self) -> (usize, usize) {
+        let inner = &self.inner;
+        if !inner.state.has_start() {
+            return (0, inner.state.desired_names().len());
+        }
+        inner.state.progress(|name| inner.is_managed(name))
+    }
+
     /// Whether [`start`](Self::start) has been called.
     pub fn is_started(&self) -> bool {
         self.inner.threads.lock().started
@@ -276,6 +312,12 @@ impl Controller {
     /// The workqueue's metrics (queue name [`QUEUE_NAME`]), for `/metrics`.
     pub fn queue_metrics(&self) -> Arc<QueueMetrics> {
         self.inner.queue.metrics().clone()
+    }
+
+    /// The heartbeats of this controller's threads (groups `reflector` and `workers`);
+    /// others may register theirs (the manifest watcher). `/healthz` checks them.
+    pub fn liveness(&self) -> &Arc<Liveness> {
+        &self.inner.liveness
     }
 
     /// The ownership policy (label key, adopt, allow-empty) this controller applies.
@@ -296,23 +338,60 @@ impl Controller {
         self.inner.api.client()
     }
 
-    /// Stops every thread this controller started and waits for them; a later
+    /// Makes `gate` a condition of every write: a worker asks it right before each create,
+    /// update or delete, and withholds the write when it answers `Err` (leader election:
+    /// "still leading", judged on the clock, so a process frozen past its renew deadline
+    /// writes nothing when it resumes, even before its elector notices the loss).
+    pub fn set_write_gate(&self, gate: impl Fn() -> Result<(), String> + Send + Sync + 'static) {
+        *self.inner.write_gate.write() = Some(Arc::new(gate));
+    }
+
+    /// Stops at once, without waiting: workers take no new name (queued names are dropped,
+    /// not drained), in-flight requests are cancelled and no write is sent from now on.
+    /// Safe from any thread (a signal handler thread, a leader-election hook);
+    /// [`shutdown`](Self::shutdown) then waits for the threads.
+    pub fn stop(&self) {
+        self.inner.queue.shutdown();
+        // The reflector first, so it takes its closed watch for the stop it is.
+        if let Some(r) = &self.inner.threads.lock().reflector {
+            r.stop();
+        }
+        self.inner.cancel.cancel();
+        self.inner.state.wake_all();
+    }
+
+    /// Whether [`stop`](Self::stop) or [`shutdown`](Self::shutdown) was called.
+    pub fn is_stopped(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// [`stop`](Self::stop)s, then waits for every thread this controller started; a later
     /// [`start`](Self::start) does nothing.
     pub fn shutdown(&self) {
+        self.stop();
         let mut threads = self.inner.threads.lock();
         // A start after shutdown must not spawn threads no later shutdown would stop.
         threads.started = true;
-        if let Some(r) = &threads.reflector {
-            r.stop();
-        }
-        self.inner.queue.shutdown();
-        self.inner.state.wake_all();
         if let Some(r) = threads.reflector.take() {
             r.join();
         }
         for h in threads.others.drain(..) {
             let _ = h.join();
         }
+    }
+}
+
+/// Whether a write may be sent now: not stopped, and the caller's gate (if any) agrees.
+fn may_write(
+    cancel: &Canceller,
+    gate: &parking_lot::RwLock<Option<WriteGate>>,
+) -> Result<(), String> {
+    if cancel.is_cancelled() {
+        return Err("the controller is stopping".into());
+    }
+    match &*gate.read() {
+        Some(gate) => gate(),
+        None => Ok(()),
     }
 }
 
@@ -344,17 +423,42 @@ impl Inner {
         }
     }
 
+    fn may_write(&self) -> Result<(), String> {
+        may_write(&self.cancel, &self.write_gate)
+    }
+
+    /// Longest one sync may take before its worker counts as stuck: a write and its retry
+    /// after a 401, each with an exec plugin run, plus slack for the rate limiter.
+    fn sync_bound(&self) -> Duration {
+        let config = self.api.client().config();
+        config
+            .timeout
+            .saturating_add(config.exec_timeout)
+            .saturating_mul(2)
+            .saturating_add(Duration::from_secs(30))
+    }
+
     fn work(&self) {
-        while let Some(name) = self.queue.get() {
+        let heartbeat = self.liveness.register("workers");
+        let bound = self.sync_bound();
+        while let Some(name) = {
+            heartbeat.idle();
+            self.queue.get()
+        } {
+            heartbeat.busy_for(bound, "sync");
+            let may_write = || self.may_write();
             let cx = SyncContext {
                 state: &self.state,
                 store: &self.store,
                 ownership: &self.ownership,
                 api: &self.api,
                 fights: &self.fights,
+                may_write: &may_write,
             };
             match sync::sync(&cx, &name) {
                 Ok(()) => self.queue.forget(&name),
+                // Stopping: nothing to retry (the queue takes no more adds anyway).
+                Err(e) if e.is_cancelled() => {}
                 Err(e) => match e.retry_after() {
                     Some(wait) => self.queue.add_after(name.clone(), wait),
                     None => self.queue.add_rate_limited(name.clone()),
@@ -362,16 +466,19 @@ impl Inner {
             }
             self.queue.done(&name);
         }
+        heartbeat.retire();
+    }
+
+    /// Whether the cached object `name` carries our ownership label.
+    fn is_managed(&self, name: &str) -> bool {
+        self.store
+            .get(name)
+            .is_some_and(|o| self.ownership.is_managed(&o))
     }
 
     /// Up to `limit` names `--once` still waits for (see [`State::unsynced`]).
     fn unsynced(&self, limit: usize) -> Vec<String> {
-        let managed = |name: &str| {
-            self.store
-                .get(name)
-                .is_some_and(|o| self.ownership.is_managed(&o))
-        };
-        self.state.unsynced(managed, limit)
+        self.state.unsynced(|name| self.is_managed(name), limit)
     }
 
     fn pending(&self) -> Vec<Pending> {
@@ -381,7 +488,7 @@ impl Inner {
                 let reason = self
                     .state
                     .failure(&name)
-                    .unwrap_or_else(|| "not synced yet".into());
+                    .unwrap_or_else(|| NOT_SYNCED_YET.into());
                 let blocked = self.state.is_blocked(&name);
                 Pending {
                     name,

@@ -11,5 +11,7 @@ pub use decision::{
     decide, Action, Cell, Current, Decision, Desired, Facts, Owner, Ownership, SyncMode,
 };
 pub use fights::{FightDetector, FIGHT_THRESHOLD, FIGHT_WINDOW};
-pub use handle::{Controller, ControllerOptions, Pending, DEFAULT_FIELD_MANAGER, QUEUE_NAME};
+pub use handle::{
+    Controller, ControllerOptions, Pending, DEFAULT_FIELD_MANAGER, NOT_SYNCED_YET, QUEUE_NAME,
+};
 pub use manifests::{load, ManifestError, ManifestSet, Reload, Reloader};

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::decision::Desired;
+use crate::runtime::clock::deadline_after;
 
 /// How one sync of a name ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +110,26 @@ impl State {
         names
     }
 
+    /// `(converged, total)` over the same names as [`unsynced`](Self::unsynced), counted
+    /// without copying names (for `--once`'s progress lines).
+    pub(crate) fn progress(&self, managed: impl Fn(&str) -> bool) -> (usize, usize) {
+        let desired = self.desired.read();
+        let at_start = self.at_start.read();
+        let synced = self.synced_once.lock();
+        let left_over = at_start
+            .iter()
+            .flatten()
+            .filter(|n| !desired.contains_key(*n) && managed(n));
+        let (mut done, mut total) = (0, 0);
+        for n in desired.keys().chain(left_over) {
+            total += 1;
+            if synced.contains(n) {
+                done += 1;
+            }
+        }
+        (done, total)
+    }
+
     /// Records a sync outcome and wakes convergence waiters; returns whether a name
     /// just became blocked for this reason (so the caller warns once, not per event).
     pub(crate) fn record_outcome(&self, name: &str, outcome: Outcome) -> bool {
@@ -156,7 +177,10 @@ impl State {
                 return true;
             }
             // Also wakes on a timer: cache sync is not a sync outcome.
-            let step = std::time::Instant::now() + std::time::Duration::from_millis(100);
+            let step = deadline_after(
+                std::time::Instant::now(),
+                std::time::Duration::from_millis(100),
+            );
             if self
                 .progress
                 .wait_until(&mut guard, step.min(deadline))
@@ -203,9 +227,11 @@ mod tests {
             "a once; unmanaged u left out"
         );
         assert_eq!(s.unsynced(managed, 1).len(), 1);
+        assert_eq!(s.progress(managed), (0, 3));
         s.record_outcome("a", Outcome::Synced);
         s.record_outcome("m", Outcome::Failed("boom".into()));
         assert_eq!(s.unsynced(managed, usize::MAX), ["b", "m"]);
+        assert_eq!(s.progress(managed), (1, 3));
         assert_eq!(s.failure("m").as_deref(), Some("boom"));
         assert!(s.record_outcome("b", Outcome::Blocked("not ours".into())));
         assert!(

@@ -23,6 +23,8 @@ pub(crate) struct SyncContext<'a> {
     pub api: &'a Api<APIService>,
     /// Notices other writers undoing ours.
     pub fights: &'a FightDetector,
+    /// Asked right before each write (stopping, leadership); `Err(why)` withholds it.
+    pub may_write: &'a dyn Fn() -> Result<(), String>,
 }
 
 /// Decides for `name` from the current facts, without acting.
@@ -54,9 +56,22 @@ pub(crate) fn plan(
 ///
 /// A write answered NotFound, Conflict or AlreadyExists is retried with backoff and
 /// does not count as synced: nothing was written, and `--once` must not report success.
+/// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
+/// and the sync ends as [`Error::Cancelled`].
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
     let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
+    if !matches!(
+        decision.action,
+        Action::None | Action::Blocked(_) | Action::Error(_)
+    ) {
+        if let Err(why) = (cx.may_write)() {
+            debug!("{name} {cell}: write withheld: {why}");
+            cx.state
+                .record_outcome(name, Outcome::Failed(format!("not written: {why}")));
+            return Err(Error::Cancelled);
+        }
+    }
     let (verb, result) = match decision.action {
         Action::None => {
             debug!("{name} {cell}: nothing to do ({})", decision.reason);
@@ -90,6 +105,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
                 notice_contested(cx, name, verb);
             }
         }
+        // Shutdown cut the request short: not a failure worth a warning.
+        Err(e) if e.is_cancelled() => debug!("{name} {cell} {verb}: cancelled"),
         Err(e) if is_benign(e) => {
             info!("{name} {cell} {verb}: {e}; retrying once the cache catches up")
         }

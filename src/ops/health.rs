@@ -1,4 +1,5 @@
-//! Readiness: named checks, all of which must pass, and the `/readyz` answer built from them.
+//! Readiness and liveness: named checks, all of which must pass, and the `/readyz` and
+//! `/healthz` answers built from them.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -18,6 +19,15 @@ pub(crate) struct Readiness {
 
 /// Runs `checks` in order; failures are always listed, passes only when `verbose`.
 pub(crate) fn readiness(checks: &[(String, ReadyCheck)], verbose: bool) -> Readiness {
+    report(checks, verbose, "readyz")
+}
+
+/// [`readiness`] for `/healthz`'s liveness checks.
+pub(crate) fn liveness(checks: &[(String, ReadyCheck)], verbose: bool) -> Readiness {
+    report(checks, verbose, "healthz")
+}
+
+fn report(checks: &[(String, ReadyCheck)], verbose: bool, endpoint: &str) -> Readiness {
     let results: Vec<(&str, Result<(), String>)> = checks
         .iter()
         .map(|(name, check)| (name.as_str(), check()))
@@ -42,11 +52,8 @@ pub(crate) fn readiness(checks: &[(String, ReadyCheck)], verbose: bool) -> Readi
             }
         }
     }
-    body.push_str(if ready {
-        "readyz check passed\n"
-    } else {
-        "readyz check failed\n"
-    });
+    let outcome = if ready { "passed" } else { "failed" };
+    let _ = writeln!(body, "{endpoint} check {outcome}");
     Readiness { ready, body }
 }
 

@@ -6,7 +6,9 @@
 //! and read/write deadlines, so a slow or hostile client costs one thread for a few seconds
 //! and never a panic. It is meant for probes and a Prometheus scraper, not for the internet.
 //!
-//! - `/healthz`: `200 ok` while the process runs.
+//! - `/healthz`: `200 ok` while every liveness check passes (for a controller: its
+//!   reflector, its manifest watcher and at least one worker are alive and not stuck past
+//!   their bounds), else `503` naming each failed check and why.
 //! - `/readyz`: `200 ok` when every readiness check passes (the controller's cache has synced;
 //!   callers add more, e.g. "is leading"), else `503` naming each failed check and why.
 //!   `?verbose` lists every check.

@@ -11,17 +11,26 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
-use super::health::readiness;
+use super::health::{liveness, readiness};
 use super::metrics::{render_all, CONTENT_TYPE};
 use super::request::{read_request, ReadError, Request};
 use super::sources::OpsSources;
+use crate::runtime::clock::deadline_after;
 
 /// Time allowed to receive a request head, and to send an answer: a scraper's default
 /// timeout is 10 s, and a client slower than that only holds its own thread.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections served at once; more are closed unanswered, so a flood cannot pile up threads.
-pub const MAX_CONNECTIONS: usize = 64;
+/// Connections served at once, each on its own small thread: far more than a probe storm
+/// or a handful of stalled clients, so `/healthz` is answered while others idle. Beyond
+/// it a connection is answered `503` at once and closed, so a flood cannot pile up threads.
+pub const MAX_CONNECTIONS: usize = 512;
+
+/// Stack of a connection thread: it parses one small request head and renders text.
+const CONN_STACK: usize = 128 * 1024;
+
+/// Time allowed to send the `503` answer to a connection over the limit.
+const BUSY_WRITE_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// After answering, unread request bytes are drained for at most this long (and
 /// [`LINGER_BYTES`]) before closing: closing a socket with unread input resets it, and the
@@ -161,7 +170,12 @@ fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream) {
     let mut conns = shared.conns.lock();
     conns.threads.retain(|t| !t.is_finished());
     if conns.open.len() >= MAX_CONNECTIONS {
-        debug!("operations endpoint: {MAX_CONNECTIONS} connections open, closing a new one");
+        drop(conns);
+        debug!("operations endpoint: {MAX_CONNECTIONS} connections open, answering 503");
+        let mut stream = stream;
+        let _ = stream.set_write_timeout(Some(BUSY_WRITE_TIMEOUT));
+        let _ = Response::text(503, "too many connections\n".into()).write_to(&mut stream);
+        let _ = stream.shutdown(Shutdown::Both);
         return;
     }
     let Ok(clone) = stream.try_clone() else {
@@ -173,6 +187,7 @@ fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream) {
     let s = shared.clone();
     let spawned = thread::Builder::new()
         .name("ops-conn".into())
+        .stack_size(CONN_STACK)
         .spawn(move || {
             serve(&s, stream);
             s.conns.lock().open.remove(&id);
@@ -191,7 +206,7 @@ fn serve(shared: &Shared, mut stream: TcpStream) {
     let peer = stream
         .peer_addr()
         .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let deadline = Instant::now() + IO_TIMEOUT;
+    let deadline = deadline_after(Instant::now(), IO_TIMEOUT);
     let response = match read_request(&mut DeadlineReader::new(&stream, deadline)) {
         Ok(req) => route(shared, &req),
         Err(ReadError::Closed) => return,
@@ -210,7 +225,8 @@ fn serve(shared: &Shared, mut stream: TcpStream) {
         return;
     }
     let _ = stream.shutdown(Shutdown::Write);
-    let mut rest = DeadlineReader::new(&stream, Instant::now() + LINGER).take(LINGER_BYTES);
+    let mut rest =
+        DeadlineReader::new(&stream, deadline_after(Instant::now(), LINGER)).take(LINGER_BYTES);
     let _ = io::copy(&mut rest, &mut io::sink());
 }
 
@@ -225,13 +241,16 @@ fn route(shared: &Shared, req: &Request) -> Response {
         return r;
     }
     let response = match req.path.as_str() {
-        "/healthz" => Response::text(200, "ok\n".into()),
-        "/readyz" => {
+        "/healthz" | "/readyz" => {
             let verbose = req
                 .query
                 .split('&')
                 .any(|p| p == "verbose" || p.starts_with("verbose="));
-            let r = readiness(&shared.sources.checks, verbose);
+            let r = if req.path == "/healthz" {
+                liveness(&shared.sources.health, verbose)
+            } else {
+                readiness(&shared.sources.checks, verbose)
+            };
             Response::text(if r.ready { 200 } else { 503 }, r.body)
         }
         _ => Response {

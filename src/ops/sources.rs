@@ -11,6 +11,8 @@ use crate::controller::Controller;
 pub struct OpsSources {
     pub(crate) metrics: Vec<Arc<dyn MetricsSource>>,
     pub(crate) checks: Vec<(String, ReadyCheck)>,
+    /// Liveness checks for `/healthz`.
+    pub(crate) health: Vec<(String, ReadyCheck)>,
 }
 
 impl OpsSources {
@@ -19,10 +21,14 @@ impl OpsSources {
         OpsSources::default()
     }
 
-    /// The controller's workqueue and REST client metrics, and readiness once its cache synced.
+    /// The controller's workqueue and REST client metrics, readiness once its cache synced,
+    /// and liveness from its heartbeats (reflector, workers, and whatever else registered
+    /// there, e.g. the manifest watcher).
     pub fn for_controller(controller: &Controller) -> Self {
         let c = controller.clone();
+        let liveness = controller.liveness().clone();
         OpsSources::new()
+            .health_check("threads", move || liveness.check())
             .metrics(controller.queue_metrics())
             .metrics(controller.client().metrics().clone())
             .readiness_check("apiservice-cache-synced", move || {
@@ -39,6 +45,17 @@ impl OpsSources {
     /// Adds a metric source to `/metrics`.
     pub fn metrics(mut self, source: Arc<dyn MetricsSource>) -> Self {
         self.metrics.push(source);
+        self
+    }
+
+    /// Adds a named liveness check to `/healthz`: `503` naming it and its reason while it
+    /// fails (a thread the process needs has died or is stuck), so the kubelet restarts us.
+    pub fn health_check(
+        mut self,
+        name: &str,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.health.push((name.to_string(), Arc::new(check)));
         self
     }
 
@@ -59,6 +76,7 @@ impl std::fmt::Debug for OpsSources {
         f.debug_struct("OpsSources")
             .field("metrics", &self.metrics.len())
             .field("checks", &checks)
+            .field("health", &self.health.len())
             .finish()
     }
 }

@@ -10,6 +10,18 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+/// Stands in for "never" where an `Instant` is needed: about a century.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `start + d`, saturating: a duration too large for an `Instant` (`Duration::MAX` from a
+/// caller meaning "forever") gives a deadline about a century away instead of a panic.
+pub fn deadline_after(start: Instant, d: Duration) -> Instant {
+    start
+        .checked_add(d)
+        .or_else(|| start.checked_add(FAR_FUTURE))
+        .unwrap_or(start)
+}
+
 /// A source of time that can also block a thread until a deadline on that time.
 pub trait Clock: Send + Sync + 'static {
     /// The current instant on this clock.
@@ -152,6 +164,16 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deadline_after_saturates() {
+        let now = Instant::now();
+        assert_eq!(
+            deadline_after(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
+        assert!(deadline_after(now, Duration::MAX) > now + Duration::from_secs(3600 * 24 * 365));
+    }
     use std::thread;
 
     #[test]

@@ -3,6 +3,7 @@
 pub mod backoff;
 pub mod clock;
 pub mod leader;
+pub mod liveness;
 pub mod prng;
 pub mod reflector;
 pub mod store;

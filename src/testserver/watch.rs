@@ -12,6 +12,7 @@ use super::kinds::Kind;
 use super::selector::Selector;
 use super::server::Shared;
 use super::store::{Event, EventType};
+use crate::runtime::clock::deadline_after;
 
 /// Server-side watch length when the client gives no `timeoutSeconds` (the real server's
 /// `--min-request-timeout` default).
@@ -158,7 +159,7 @@ pub(crate) fn serve<W: Write>(
             Some(rv) => rv,
         }
     };
-    let mut next_bookmark = Instant::now() + shared.bookmark_interval;
+    let mut next_bookmark = deadline_after(Instant::now(), shared.bookmark_interval);
     loop {
         // A paused server delivers nothing, watches included; a stalled watch neither.
         shared.faults.wait_watch_flowing(|| {
@@ -180,7 +181,7 @@ pub(crate) fn serve<W: Write>(
                 "metadata": {"resourceVersion": cursor.to_string()}
             });
             http::write_chunk(w, &event_line("BOOKMARK", &b))?;
-            next_bookmark = now + shared.bookmark_interval;
+            next_bookmark = deadline_after(now, shared.bookmark_interval);
         }
         let mut st = store.state.lock();
         loop {

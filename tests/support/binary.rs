@@ -1,13 +1,14 @@
 //! Driving the real `autoregister` binary in tests: scratch folders, the process and its
-//! log, waiting on conditions, and manifests / stored objects to compare.
+//! log, signals, waiting on conditions, and manifests / stored objects to compare.
 //!
 //! Use with `#[path = "support/binary.rs"] mod binary;` from a test crate built with the
 //! `testing` feature.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,8 +19,13 @@ use serde_json::{json, Value};
 pub const WAIT: Duration = Duration::from_secs(20);
 
 /// Polls `f` until it holds or `WAIT` passes; returns its last answer.
-pub fn wait_until(mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + WAIT;
+pub fn wait_until(f: impl FnMut() -> bool) -> bool {
+    wait_until_for(WAIT, f)
+}
+
+/// Polls `f` until it holds or `timeout` passes; returns its last answer.
+pub fn wait_until_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if f() {
             return true;
@@ -164,6 +170,8 @@ pub fn writes(server: &TestServer, name: &str) -> Vec<String> {
 pub struct Proc {
     child: Child,
     log: Arc<Mutex<String>>,
+    /// How many of the two pipes reached end of file.
+    closed: Arc<AtomicUsize>,
 }
 
 impl Proc {
@@ -178,18 +186,20 @@ impl Proc {
             .spawn()
             .unwrap();
         let log = Arc::new(Mutex::new(String::new()));
+        let closed = Arc::new(AtomicUsize::new(0));
         for stream in [
             Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
             Box::new(child.stdout.take().unwrap()),
         ] {
-            let log = log.clone();
+            let (log, closed) = (log.clone(), closed.clone());
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
                     log.lock().unwrap().push_str(&(line + "\n"));
                 }
+                closed.fetch_add(1, Ordering::SeqCst);
             });
         }
-        Proc { child, log }
+        Proc { child, log, closed }
     }
 
     /// `autoregister <command> --manifests <scratch> --kubeconfig <for server> <extra>`.
@@ -212,6 +222,20 @@ impl Proc {
         Proc::command("run", server, scratch, extra)
     }
 
+    /// `autoregister run --manifests <scratch> --kubeconfig <kubeconfig> <extra>`.
+    pub fn run_with_kubeconfig(kubeconfig: &Path, scratch: &Scratch, extra: &[&str]) -> Proc {
+        let manifests = scratch.manifests();
+        let mut args = vec![
+            "run",
+            "--manifests",
+            manifests.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        Proc::spawn(&args)
+    }
+
     /// Everything printed so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
@@ -231,20 +255,39 @@ impl Proc {
         self.child.id()
     }
 
-    /// Waits for exit; returns the code and everything it printed.
-    pub fn wait_exit(mut self, timeout: Duration) -> (i32, String) {
+    /// Polls for exit; the exit code, or `None` while still running after `timeout`.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> Option<i32> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                // Let the reader threads drain the pipes.
-                std::thread::sleep(Duration::from_millis(50));
-                return (status.code().unwrap_or(-1), self.log());
+                return Some(status.code().unwrap_or(-1));
             }
             if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits (at most 5 s) until both pipes are closed, so the log is complete.
+    pub fn drain(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.closed.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits for exit; returns the code and everything it printed.
+    pub fn wait_exit(mut self, timeout: Duration) -> (i32, String) {
+        match self.wait_for_exit(timeout) {
+            Some(code) => {
+                self.drain();
+                (code, self.log())
+            }
+            None => {
                 let _ = self.child.kill();
                 panic!("did not exit within {timeout:?}:\n{}", self.log());
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

@@ -19,15 +19,13 @@ mod error;
 mod files;
 mod object;
 mod parse;
-mod read;
 mod reload;
 mod set;
 #[cfg(test)]
 mod testutil;
 
 pub use error::ManifestError;
-pub use files::{fingerprint, manifest_files};
+pub use files::{fingerprint, manifest_files, read_manifest, MAX_MANIFEST_BYTES};
 pub use parse::{parse_file, Manifest};
-pub use read::{read_manifest, MAX_MANIFEST_BYTES};
 pub use reload::{Poll, Reloaded, Reloader};
 pub use set::{load, ManifestSet, Reload};

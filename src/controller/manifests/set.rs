@@ -5,9 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::parse::duplicate_error;
-use super::{
-    manifest_files, parse_file, read_manifest, Manifest, ManifestError, MAX_MANIFEST_BYTES,
-};
+use super::{manifest_files, parse_file, read_manifest, Manifest, ManifestError};
 use crate::controller::Desired;
 
 /// The outcome of reading PATH.
@@ -62,8 +60,8 @@ impl ManifestSet {
         let candidates: Vec<(PathBuf, Vec<Manifest>)> = files
             .into_iter()
             .map(|file| {
-                let parsed = read_manifest(&file, MAX_MANIFEST_BYTES)
-                    .map_err(|e| vec![e])
+                let parsed = read_manifest(&file)
+                    .map_err(|e| vec![ManifestError::file(&file, e)])
                     .and_then(|text| parse_file(&file, &text, &self.label_key));
                 let manifests = match parsed {
                     Ok(manifests) => manifests,

@@ -6,6 +6,11 @@ use std::time::Duration;
 /// tries (client-go's `JitterFactor`), so candidates started together do not collide forever.
 pub const ACQUIRE_JITTER: f64 = 1.2;
 
+/// Longest time the release write may take: a stopping process (SIGTERM, 30 s grace at
+/// most) must exit promptly even when the server does not answer; the lease then simply
+/// runs out.
+pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Shortest request timeout outside the renew deadline's squeeze (client-go's floor).
 const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 

@@ -11,7 +11,7 @@ use log::{debug, info, warn};
 use crate::api::{Lease, LeaseSpec};
 use crate::client::{Api, Error};
 use crate::runtime::backoff::jittered;
-use crate::runtime::clock::{Clock, RealClock};
+use crate::runtime::clock::{deadline_after, Clock, RealClock};
 use crate::runtime::prng::XorShift64;
 
 use super::decide::{decide, record_for, release_record, still_leading, Decision, Observed};
@@ -48,6 +48,7 @@ impl LeaderElector {
         let (lost_tx, lost_rx) = unbounded();
         let shared = Arc::new(Shared::new(identity.clone(), lost_tx));
         let run = Run {
+            attempts: api.clone().with_canceller(&shared.cancel),
             api,
             name: name.to_string(),
             identity,
@@ -69,7 +70,10 @@ impl LeaderElector {
 
 /// The elector's own state, owned by its thread.
 struct Run {
+    /// For the release: not cancelled by a stop.
     api: Api<Lease>,
+    /// For acquire and renew: a stop cancels what is in flight.
+    attempts: Api<Lease>,
     name: String,
     identity: String,
     config: LeaderConfig,
@@ -136,7 +140,7 @@ impl Run {
                         self.identity, self.name
                     );
                 }
-                let until = sent + self.config.renew_deadline;
+                let until = deadline_after(sent, self.config.renew_deadline);
                 self.shared.update(|s| s.leading_until = Some(until));
                 if first {
                     self.callbacks.started();
@@ -147,6 +151,8 @@ impl Run {
                 self.lose(&format!("the lease is now held by {holder:?}"));
                 return None;
             }
+            // A stop cancelled the request: `run` sees the stop next.
+            Err(e) if e.is_cancelled() => {}
             Err(e) => warn!(
                 "leader election: cannot {} lease {}: {e}",
                 if self.last_renew.is_some() {
@@ -161,14 +167,16 @@ impl Run {
         Some(match self.last_renew {
             // Renew on the period without jitter, and wake at the deadline at the latest so
             // a loss is noticed on time.
-            Some(last) => (now + self.config.retry_period).min(last + self.config.renew_deadline),
-            None => {
-                now + jittered(
+            Some(last) => deadline_after(now, self.config.retry_period)
+                .min(deadline_after(last, self.config.renew_deadline)),
+            None => deadline_after(
+                now,
+                jittered(
                     self.config.retry_period,
                     ACQUIRE_JITTER,
                     self.rng.next_f64(),
-                )
-            }
+                ),
+            ),
         })
     }
 
@@ -281,10 +289,11 @@ impl Run {
     fn timed_api(&self, now: Instant) -> Api<Lease> {
         let mut timeout = self.config.request_timeout();
         if let Some(last) = self.last_renew {
-            let left = (last + self.config.renew_deadline).saturating_duration_since(now);
+            let left =
+                deadline_after(last, self.config.renew_deadline).saturating_duration_since(now);
             timeout = timeout.min(left.max(MIN_SQUEEZED_TIMEOUT));
         }
-        self.api.clone().with_timeout(timeout)
+        self.attempts.clone().with_timeout(timeout)
     }
 
     /// Publishes the observed holder and reports a change of leader.
@@ -336,7 +345,10 @@ impl Run {
     /// Writes the release record if the last record we saw names us; one retry after a
     /// conflict (e.g. a renewal whose answer we missed moved the resourceVersion).
     fn release(&mut self) {
-        let api = self.api.clone().with_timeout(self.config.request_timeout());
+        let api = self
+            .api
+            .clone()
+            .with_timeout(self.config.request_timeout().min(super::RELEASE_TIMEOUT));
         for _ in 0..2 {
             let Some(lease) = self
                 .lease

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::runtime::clock::Wakeup;
+use crate::client::Canceller;
+use crate::runtime::clock::{deadline_after, Wakeup};
 
 /// State shared by the elector thread and its handle.
 pub(super) struct Shared {
@@ -19,6 +20,9 @@ pub(super) struct Shared {
     pub(super) wakeup: Arc<Wakeup>,
     /// One message when leadership is lost against our will; never on a requested stop.
     pub(super) lost_tx: Sender<()>,
+    /// Ends the elector's acquire/renew request in flight when a stop is asked for, so a
+    /// stop never waits for a stalled server (the release has its own short timeout).
+    pub(super) cancel: Canceller,
 }
 
 /// What the handle reads and the elector writes.
@@ -57,6 +61,7 @@ impl Shared {
             changed: Condvar::new(),
             wakeup: Arc::new(Wakeup::new()),
             lost_tx,
+            cancel: Canceller::new(),
         }
     }
 
@@ -108,7 +113,7 @@ impl LeaderHandle {
     /// Blocks until this candidate leads (`true`), or `timeout` passes or the elector stops
     /// (`false`). Call it in slices to stay responsive to signals.
     pub fn wait_until_leader(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(Instant::now(), timeout);
         let mut state = self.shared.state.lock();
         loop {
             let now = Instant::now();
@@ -131,9 +136,9 @@ impl LeaderHandle {
     }
 
     /// Stops the elector: if the last record we saw names us, writes the release record (no
-    /// holder, 1 s) so a successor takes over at once. Returns when the thread has ended: at
-    /// once from a wait, or after the request in flight (bounded by the request timeout).
-    /// Idempotent.
+    /// holder, 1 s) so a successor takes over at once. An acquire or renew request in flight
+    /// is cancelled and the release gets at most [`RELEASE_TIMEOUT`](super::RELEASE_TIMEOUT),
+    /// so this returns within about a second whatever the server does. Idempotent.
     pub fn release_and_stop(&self) {
         self.stop_with(StopMode::Release);
     }
@@ -149,6 +154,7 @@ impl LeaderHandle {
             s.stop.get_or_insert(mode);
         });
         self.shared.wakeup.wake();
+        self.shared.cancel.cancel();
         let Some(thread) = self.thread.lock().take() else {
             return;
         };

@@ -28,7 +28,7 @@ mod handle;
 mod identity;
 
 pub use callbacks::LeaderCallbacks;
-pub use config::{LeaderConfig, ACQUIRE_JITTER};
+pub use config::{LeaderConfig, ACQUIRE_JITTER, RELEASE_TIMEOUT};
 pub use elector::LeaderElector;
 pub use handle::LeaderHandle;
 pub use identity::default_identity;

@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use crate::api::Resource;
 use crate::client::Canceller;
 use crate::runtime::backoff::BackoffConfig;
+use crate::runtime::liveness::Liveness;
 use crate::runtime::store::Store;
 
 pub use handler::EventHandler;
@@ -46,6 +47,8 @@ pub struct ReflectorOptions {
     /// Longest `timeoutSeconds` (10 min); each watch picks at random in between so
     /// many clients do not reconnect together.
     pub max_watch_timeout: Duration,
+    /// Where the reflector thread reports its heartbeat (group `reflector`), for `/healthz`.
+    pub liveness: Option<Arc<Liveness>>,
 }
 
 impl Default for ReflectorOptions {
@@ -57,6 +60,7 @@ impl Default for ReflectorOptions {
             backoff: BackoffConfig::default(),
             min_watch_timeout: Duration::from_secs(300),
             max_watch_timeout: Duration::from_secs(600),
+            liveness: None,
         }
     }
 }

@@ -20,6 +20,13 @@ use super::{EventHandler, ListerWatcher, ReflectorOptions, Shutdown};
 /// a broken server closing at once; back off rather than spin.
 const SUSPICIOUS_WATCH: Duration = Duration::from_secs(1);
 
+/// Longest a full list (every page, and a failure's backoff after it) may take before the
+/// reflector counts as stuck on `/healthz`.
+const LIST_BOUND: Duration = Duration::from_secs(300);
+
+/// Beyond the watch's own timeout, how long a watch step may take (head, backoff).
+const WATCH_SLACK_BOUND: Duration = Duration::from_secs(120);
+
 /// What the loop does next.
 enum Next {
     /// A full list, replacing the cache.
@@ -73,16 +80,34 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
 
     /// Runs until stopped.
     pub(super) fn run(mut self) {
+        let heartbeat = self.opts.liveness.as_ref().map(|l| l.register("reflector"));
+        let watch_bound = self
+            .opts
+            .max_watch_timeout
+            .saturating_add(WATCH_SLACK_BOUND);
         let mut next = Next::List;
         while !self.shutdown.is_stopped() {
             let step = match next {
-                Next::List => self.list(),
-                Next::Watch(rv) => self.watch(rv),
+                Next::List => {
+                    if let Some(h) = &heartbeat {
+                        h.busy_for(LIST_BOUND, "list");
+                    }
+                    self.list()
+                }
+                Next::Watch(rv) => {
+                    if let Some(h) = &heartbeat {
+                        h.busy_for(watch_bound, "watch");
+                    }
+                    self.watch(rv)
+                }
             };
             match step {
                 Some(n) => next = n,
                 None => break,
             }
+        }
+        if let Some(h) = heartbeat {
+            h.retire();
         }
         log::debug!("reflector for {} stopped", K::PLURAL);
     }

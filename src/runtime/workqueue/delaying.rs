@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 
 use super::metrics::QueueMetrics;
 use super::queue::Queue;
-use crate::runtime::clock::{Clock, Wakeup};
+use crate::runtime::clock::{deadline_after, Clock, Wakeup};
 
 /// Delays beyond this are clamped, so the deadline never overflows `Instant` (about 100 years).
 const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -112,7 +112,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
             self.queue.add(item);
             return;
         }
-        let at = self.clock.now() + delay.min(MAX_DELAY);
+        let at = deadline_after(self.clock.now(), delay.min(MAX_DELAY));
         let mut s = self.timer.state.lock();
         if s.stopped {
             return;

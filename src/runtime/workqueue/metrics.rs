@@ -114,6 +114,12 @@ impl QueueMetrics {
         self.depth.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// `n` items left the dirty set unprocessed (dropped at shutdown).
+    pub(crate) fn dropped(&self, n: usize) {
+        self.depth
+            .fetch_sub(i64::try_from(n).unwrap_or(i64::MAX), Ordering::Relaxed);
+    }
+
     /// An item was handed to a worker after waiting `queued`, starting at `started`.
     pub(crate) fn got(&self, queued: Duration, started: Instant) {
         self.depth.fetch_sub(1, Ordering::Relaxed);

@@ -4,8 +4,11 @@
 //! - an item is in the FIFO at most once (the dirty set collapses duplicate adds);
 //! - an item is never handed to two workers at once: one added while it is being
 //!   processed waits in the dirty set and goes back into the FIFO on `done`;
-//! - after shutdown adds are ignored, `get` still hands out what is queued and
-//!   returns `None` once the FIFO is empty.
+//! - after `shutdown` adds are ignored, queued items are dropped and `get` returns
+//!   `None` at once: stop means stop, a controller told to stop (SIGTERM, lost
+//!   leadership) must not work through a long queue first. `shutdown_with_drain`
+//!   is client-go's `ShutDownWithDrain`: queued items are still handed out and the
+//!   caller waits until every one is done.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -79,13 +82,17 @@ impl<T: Clone + Eq + Hash> Queue<T> {
         }
     }
 
-    /// Blocks until an item is available and hands it out; `None` once shut down and empty.
+    /// Blocks until an item is available and hands it out; `None` once shut down (after a
+    /// drain, once the FIFO is empty).
     ///
     /// The caller must call [`done`](Self::done) with the item when finished with it.
     pub fn get(&self) -> Option<T> {
         let mut s = self.state.lock();
         while s.queue.is_empty() && !s.shutting_down {
             self.ready.wait(&mut s);
+        }
+        if s.shutting_down && !s.drain {
+            return None;
         }
         let item = s.queue.pop_front()?;
         let now = self.clock.now();
@@ -108,7 +115,7 @@ impl<T: Clone + Eq + Hash> Queue<T> {
         if requeued {
             s.queue.push_back(item.clone());
         }
-        let drained = s.drain && s.processing.is_empty();
+        let drained = s.drain && s.processing.is_empty() && s.queue.is_empty();
         drop(s);
         if requeued {
             self.ready.notify_one();
@@ -128,18 +135,24 @@ impl<T: Clone + Eq + Hash> Queue<T> {
         self.len() == 0
     }
 
-    /// Stops accepting adds and wakes every waiter; queued items are still handed out.
+    /// Stops accepting adds, drops every queued item and wakes every waiter: `get` returns
+    /// `None` from now on. Items being processed stay so until their `done`.
     pub fn shutdown(&self) {
         let mut s = self.state.lock();
         s.shutting_down = true;
         // A plain shutdown also releases a caller blocked in `shutdown_with_drain`.
         s.drain = false;
+        s.queue.clear();
+        self.metrics.dropped(s.dirty.len());
+        s.dirty.clear();
         drop(s);
         self.ready.notify_all();
         self.drained.notify_all();
     }
 
-    /// Like [`shutdown`](Self::shutdown), then blocks until every item handed out is done.
+    /// Stops accepting adds, keeps handing out what is queued (client-go's
+    /// `ShutDownWithDrain`) and blocks until the FIFO is empty and every item handed out is
+    /// done; a plain [`shutdown`](Self::shutdown) meanwhile drops the rest and releases it.
     ///
     /// Must not be called from a worker holding an item: it would wait for itself.
     pub fn shutdown_with_drain(&self) {
@@ -147,7 +160,7 @@ impl<T: Clone + Eq + Hash> Queue<T> {
         s.shutting_down = true;
         s.drain = true;
         self.ready.notify_all();
-        while s.drain && !s.processing.is_empty() {
+        while s.drain && !(s.processing.is_empty() && s.queue.is_empty()) {
             self.drained.wait(&mut s);
         }
     }
@@ -190,12 +203,13 @@ mod tests {
     }
 
     #[test]
-    fn get_after_shutdown_drains_then_returns_none() {
+    fn get_after_shutdown_drops_queued_items() {
         let q = queue();
         q.add("a");
-        q.shutdown();
         q.add("b");
-        assert_eq!(q.get(), Some("a"));
-        assert_eq!(q.get(), None);
+        q.shutdown();
+        q.add("c");
+        assert_eq!(q.get(), None, "queued items are dropped, not drained");
+        assert!(q.is_empty());
     }
 }

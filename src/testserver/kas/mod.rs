@@ -142,7 +142,7 @@ impl KubeApiserver {
     /// Waits (bounded) until a pass of `epoch` or later, seeing the current desired set, ended.
     pub(crate) fn wait_pass(&self, epoch: u64) {
         let generation = self.generation.load(Ordering::SeqCst);
-        let deadline = Instant::now() + FIRST_PASS_TIMEOUT;
+        let deadline = crate::runtime::clock::deadline_after(Instant::now(), FIRST_PASS_TIMEOUT);
         let mut last = self.last_pass.lock();
         while !last.is_some_and(|(e, g)| e >= epoch && g >= generation) {
             if self.pass_done.wait_until(&mut last, deadline).timed_out() {
