@@ -5,20 +5,8 @@ mod cli;
 use cli::args::{self, Command};
 use cli::exit;
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`): `TIME LEVEL message`.
-fn init_logging() {
-    use std::io::Write as _;
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        // Our own UTC timestamp: env_logger's costs a date-time crate (~100 KB).
-        .format(|buf, record| {
-            let now = autoregister::api::time::format_rfc3339(std::time::SystemTime::now());
-            writeln!(buf, "{now} {:5} {}", record.level(), record.args())
-        })
-        .init();
-}
-
 fn main() {
-    init_logging();
+    cli::logging::init();
     let code = match args::parse(std::env::args_os().skip(1)) {
         Ok(Command::Help) => {
             println!("{}", args::USAGE);

@@ -50,7 +50,7 @@ impl fmt::Display for YamlError {
 pub(crate) fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     check_flow_depth(text)?;
     let parser_error = |e: serde_yaml_ng::Error| YamlError {
-        line: e.location().map(|l| newline_line(text, l.line())),
+        line: error_line(text, &e),
         message: e.to_string(),
     };
     if text.contains('&') {
@@ -79,6 +79,88 @@ fn check_flow_depth(text: &str) -> Result<(), YamlError> {
         }
     }
     Ok(())
+}
+
+/// The line of the file an error is about. The parser places a duplicate key at the start of
+/// its mapping and a forbidden control character at line 1 (it gives a byte position), so
+/// both are found again in the text; every other error keeps the parser's line.
+fn error_line(text: &str, e: &serde_yaml_ng::Error) -> Option<usize> {
+    let message = e.to_string();
+    if message.contains("control characters are not allowed") {
+        if let Some(line) = first_control_character_line(text) {
+            return Some(line);
+        }
+    }
+    let loc = e.location()?;
+    let parser_line = newline_line(text, loc.line());
+    if let Some(key) = duplicate_key(&message) {
+        if let Some(line) = second_key_line(text, parser_line, loc.column(), key) {
+            return Some(line);
+        }
+    }
+    Some(parser_line)
+}
+
+/// The 1-based `\n`-counted line of the first character YAML forbids (C0 controls but
+/// tab, LF and CR; DEL; C1 but NEL; U+FFFE and U+FFFF).
+fn first_control_character_line(text: &str) -> Option<usize> {
+    let bad = |c: char| {
+        matches!(c, '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{7f}')
+            || matches!(c, '\u{80}'..='\u{84}' | '\u{86}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}')
+    };
+    let at = text.find(bad)?;
+    Some(text[..at].matches('\n').count() + 1)
+}
+
+/// The key of serde_yaml_ng's `duplicate entry with key "K"` message.
+fn duplicate_key(message: &str) -> Option<&str> {
+    let rest = message.split("duplicate entry with key \"").nth(1)?;
+    rest.rfind('"').map(|end| &rest[..end])
+}
+
+/// Where `key` occurs the second time in the block mapping whose first key is at `line`,
+/// `column` (1-based): on that line at that column, then on later lines indented to it,
+/// until a line indented less ends the mapping. `None` when not found that way (a flow
+/// mapping, an unusual spelling of the key).
+fn second_key_line(text: &str, line: usize, column: usize, key: &str) -> Option<usize> {
+    let indent = column.checked_sub(1)?;
+    let spellings = [key.to_string(), format!("\"{key}\""), format!("'{key}'")];
+    let is_key_at = |l: &str, at: usize| {
+        l.get(at..).is_some_and(|rest| {
+            spellings.iter().any(|k| {
+                rest.strip_prefix(k.as_str())
+                    .is_some_and(|after| after.trim_start_matches([' ', '\t']).starts_with(':'))
+            })
+        })
+    };
+    let mut seen = 0;
+    for (i, l) in text.split('\n').enumerate().skip(line - 1) {
+        let n = i + 1;
+        let l = l.trim_end_matches('\r');
+        let at = if n == line {
+            indent
+        } else {
+            let content = l.trim_start_matches(' ');
+            if content.is_empty() || content.starts_with('#') {
+                continue;
+            }
+            let lead = l.len() - content.len();
+            if lead < indent {
+                return None;
+            }
+            if lead > indent {
+                continue;
+            }
+            lead
+        };
+        if is_key_at(l, at) {
+            seen += 1;
+            if seen == 2 {
+                return Some(n);
+            }
+        }
+    }
+    None
 }
 
 /// The `\n`-counted line of `text` where the parser's line `parser_line` is: libyaml also
@@ -243,6 +325,40 @@ mod tests {
         // Balanced brackets in strings and shallow nesting are fine.
         let ok = format!("a: \"{}{}\"\nb: [[1]]\n", "[".repeat(900), "]".repeat(900));
         from_str::<serde_yaml_ng::Value>(&ok).unwrap();
+    }
+
+    #[test]
+    fn a_duplicate_key_is_placed_on_its_own_line() {
+        let mut text = String::new();
+        for i in 1..=11 {
+            text.push_str(&format!("k{i}: v\n"));
+        }
+        text.push_str("k3: again\n");
+        let e = from_str::<serde_yaml_ng::Value>(&text).unwrap_err();
+        assert_eq!(e.line, Some(12), "{e}");
+        // Nested, after a deeper mapping and a comment, and quoted.
+        let text = "a:\n  b: 1\n  c:\n    d: 1\n    e:\n      d: 0\n    # d: no\n    \"d\": 2\n";
+        let e = from_str::<serde_yaml_ng::Value>(text).unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        // A mapping inside a sequence item starts after "- ".
+        let text = "items:\n- name: x\n  kind: y\n  name: z\n";
+        let e = from_str::<serde_yaml_ng::Value>(text).unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        // A flow mapping keeps the parser's own line.
+        let e = from_str::<serde_yaml_ng::Value>("a: 1\nb: {x: 1, x: 2}\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn a_control_character_is_placed_on_its_line() {
+        for (text, line) in [
+            ("a: 1\nb: x\u{0}y\n", 2),
+            ("a: 1\nb: 2\nc: x\u{7}y\n", 3),
+            ("a: \u{e9}\u{e9}\u{e9}\nb: 2\nc: x\u{1b}y\n", 3),
+        ] {
+            let e = from_str::<serde_yaml_ng::Value>(text).unwrap_err();
+            assert_eq!(e.line, Some(line), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -258,6 +258,7 @@ fn watch_query_has_watch_resource_version_bookmarks_and_timeout() {
         timeout_seconds: 317,
         allow_bookmarks: true,
         label_selector: None,
+        ..Default::default()
     };
     let mut stream = api(&server).watch(&params, &Canceller::new()).unwrap();
     feed.end();
@@ -748,6 +749,7 @@ fn open_watch(server: &Server) -> WatchStream<APIService> {
         timeout_seconds: 300,
         allow_bookmarks: true,
         label_selector: None,
+        ..Default::default()
     };
     api(server).watch(&params, &Canceller::new()).unwrap()
 }
@@ -925,6 +927,7 @@ fn watch_refused_with_a_status_is_an_api_error() {
         timeout_seconds: 300,
         allow_bookmarks: true,
         label_selector: None,
+        ..Default::default()
     };
     let e = api(&server)
         .watch(&params, &Canceller::new())
@@ -943,6 +946,7 @@ fn watch_without_a_timeout_leaves_timeout_seconds_to_the_server() {
         timeout_seconds: 0,
         allow_bookmarks: false,
         label_selector: Some("a=b".into()),
+        ..Default::default()
     };
     let stream = api(&server).watch(&params, &Canceller::new()).unwrap();
     let r = only_request(&server);
@@ -970,6 +974,7 @@ fn watch_whose_head_never_comes_times_out_at_the_request_timeout() {
             timeout_seconds: 300,
             allow_bookmarks: true,
             label_selector: None,
+            ..Default::default()
         };
         let _ = tx.send(api.watch(&params, &Canceller::new()).err());
     });

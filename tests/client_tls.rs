@@ -774,6 +774,31 @@ fn watch_params() -> WatchParams {
 }
 
 #[test]
+fn a_watch_silent_past_its_idle_timeout_fails_as_a_dead_connection() {
+    // Headers, then nothing: what a half-open connection looks like from the client.
+    let (_server, api) = hanging_server(|| Reply::HangAfterHeaders);
+    let idle = Duration::from_millis(300);
+    let params = WatchParams {
+        idle_timeout: Some(idle),
+        ..watch_params()
+    };
+    let started = Instant::now();
+    let mut stream = api.watch(&params, &Canceller::new()).unwrap();
+    let first = stream.next();
+    let took = started.elapsed();
+    match first {
+        Some(Err(Error::Timeout(m))) => assert!(m.contains("presumed dead"), "{m}"),
+        other => panic!("expected an idle timeout, got {other:?}"),
+    }
+    assert!(took >= idle, "cut after {took:?}, before the idle timeout");
+    assert!(
+        took < Duration::from_secs(10),
+        "noticed after {took:?}, not long before the watch's 300 s timeout"
+    );
+    assert!(stream.next().is_none(), "the stream ends after the error");
+}
+
+#[test]
 fn cancel_unblocks_a_watch_waiting_for_events() {
     let (server, api) = hanging_server(|| Reply::HangAfterHeaders);
     let cancel = Canceller::new();

@@ -77,6 +77,7 @@ fn endless_watch_line_ends_too_large_at_the_default_limit() {
         timeout_seconds: 60,
         allow_bookmarks: true,
         label_selector: None,
+        ..Default::default()
     };
     let mut stream = api(&server.url())
         .watch(&params, &Canceller::new())
@@ -254,6 +255,7 @@ fn deeply_nested_json_answers_are_decode_errors() {
         timeout_seconds: 60,
         allow_bookmarks: true,
         label_selector: None,
+        ..Default::default()
     };
     let mut stream = api.watch(&params, &Canceller::new()).unwrap();
     feed.send(format!(

@@ -229,14 +229,18 @@ impl ListerWatcher<APIService> for FakeLw {
             .push(Call::Watch(p.clone(), Instant::now()));
         self.0.cancellers.lock().push(cancel.clone());
         let script = self.0.watches.lock().pop_front();
-        let rx = match script {
+        let (rx, ends) = match script {
             Some(WatchScript::Fail(e)) => return Err(e),
-            Some(WatchScript::Stream(rx)) => rx,
-            // Unscripted: an idle watch that only ends when cancelled.
-            None => crossbeam_channel::never(),
+            Some(WatchScript::Stream(rx)) => (rx, None),
+            // Unscripted: an idle watch that ends, as a server's does, after timeoutSeconds.
+            None => (
+                crossbeam_channel::never(),
+                Some(Instant::now() + Duration::from_secs(u64::from(p.timeout_seconds))),
+            ),
         };
         Ok(Box::new(FakeStream {
             rx,
+            ends,
             cancel: cancel.clone(),
             done: false,
         }))
@@ -246,6 +250,8 @@ impl ListerWatcher<APIService> for FakeLw {
 /// Stands in for a socket read: blocks for the next event, ends on cancel.
 struct FakeStream {
     rx: Receiver<Ev>,
+    /// When the server would close this watch.
+    ends: Option<Instant>,
     cancel: Canceller,
     done: bool,
 }
@@ -261,6 +267,10 @@ impl Iterator for FakeStream {
             if self.cancel.is_cancelled() {
                 self.done = true;
                 return Some(Err(Error::Cancelled));
+            }
+            if self.ends.is_some_and(|t| Instant::now() >= t) {
+                self.done = true;
+                return None;
             }
             match self.rx.recv_timeout(Duration::from_millis(2)) {
                 Ok(ev) => return Some(ev),
@@ -490,7 +500,7 @@ fn watch_closed_at_once_without_events_backs_off() {
 }
 
 #[test]
-fn watch_errors_back_off_and_rewatch_from_last_resource_version() {
+fn server_errors_back_off_and_rewatch_from_last_resource_version() {
     let fake = Fake::new();
     fake.list_ok(page(&[("a", "1")], "10", None));
     fake.watch_events(vec![
@@ -504,16 +514,16 @@ fn watch_errors_back_off_and_rewatch_from_last_resource_version() {
     fake.watch_err(Error::api(503, None, None));
     fake.watch_events(vec![
         Ok(WatchEvent::Added(svc("b", "12"))),
-        Err(Error::Io("connection reset".into())),
+        Err(Error::Decode("garbled event".into())),
     ]);
-    fake.watch_events(vec![Err(Error::Decode("bad json".into()))]);
+    fake.watch_err(Error::api(429, None, None));
     let r = start(&fake, opts(fast_backoff(20)));
     r.wait_watches(5);
     assert_eq!(fake.watch_rvs(), ["10", "11", "11", "12", "12"]);
     assert_eq!(
         fake.list_calls().len(),
         1,
-        "errors other than 410 never relist"
+        "an answering server with the same history is no reason to relist"
     );
     let w = fake.watch_calls();
     for i in 1..5 {
@@ -525,7 +535,157 @@ fn watch_errors_back_off_and_rewatch_from_last_resource_version() {
     assert_eq!(r.rec.events(), ["add a@1", "update a@1->11", "add b@12"]);
 }
 
+#[test]
+fn a_broken_connection_backs_off_then_relists_instead_of_resuming() {
+    let fake = Fake::new();
+    fake.list_ok(page(&[("a", "1")], "10", None));
+    fake.watch_events(vec![
+        Ok(WatchEvent::Added(svc("b", "11"))),
+        Err(Error::Io("connection reset".into())),
+    ]);
+    // The server that answers next lost b (restarted empty, restored): only a list shows it.
+    fake.list_ok(page(&[("a", "1")], "12", None));
+    let r = start(&fake, opts(fast_backoff(20)));
+    r.wait_watches(2);
+    let lists = fake.list_calls();
+    assert_eq!(lists.len(), 2, "the broken watch is followed by a list");
+    assert_eq!(fake.watch_rvs(), ["10", "12"], "never resumes from 11");
+    let w = fake.watch_calls();
+    assert!(
+        lists[1].1 - w[0].1 >= Duration::from_millis(20),
+        "a connection failure waits the backoff"
+    );
+    assert_eq!(r.rec.events(), ["add a@1", "add b@11", "delete b@11"]);
+    assert_eq!(r.keys(), ["a"]);
+}
+
+#[test]
+fn a_failed_watch_connect_relists_too() {
+    let fake = Fake::new();
+    fake.list_ok(page(&[("a", "1"), ("b", "2")], "10", None));
+    fake.watch_err(Error::Connect("connection refused".into()));
+    fake.list_ok(page(&[("a", "1")], "12", None));
+    let r = start(&fake, opts(fast_backoff(1)));
+    r.wait_watches(2);
+    assert_eq!(fake.watch_rvs(), ["10", "12"]);
+    assert_eq!(r.rec.events(), ["add a@1", "add b@2", "delete b@2"]);
+}
+
+#[test]
+fn a_watch_going_backwards_relists_and_distrusts_cached_versions() {
+    let fake = Fake::new();
+    fake.list_ok(page(&[("a", "10")], "10", None));
+    fake.watch_events(vec![
+        Ok(WatchEvent::Added(svc("b", "11"))),
+        // A restored server counting again from an older revision, under the same watch.
+        Ok(WatchEvent::Added(svc("c", "5"))),
+    ]);
+    fake.list_ok(page(&[("a", "10"), ("c", "5")], "6", None));
+    let r = start(&fake, opts(fast_backoff(1000)));
+    r.wait_watches(2);
+    assert_eq!(fake.list_calls().len(), 2);
+    let w = fake.watch_calls();
+    assert!(
+        w[1].1 - w[0].1 < Duration::from_millis(900),
+        "relists at once, not after the 1 s backoff"
+    );
+    assert_eq!(
+        r.rec.events(),
+        [
+            "add a@10",
+            "add b@11",
+            "delete b@11",
+            // Versions are reused after a restore: an equal one is no proof of equal content.
+            "update a@10->10",
+            "add c@5"
+        ]
+    );
+    assert_eq!(fake.watch_rvs(), ["10", "6"]);
+}
+
+#[test]
+fn periodic_relist_catches_a_change_no_watch_showed() {
+    let fake = Fake::new();
+    fake.list_ok(page(&[("a", "1")], "10", None));
+    fake.list_ok(page(&[("a", "1"), ("b", "11")], "11", None));
+    let r = start(
+        &fake,
+        ReflectorOptions {
+            relist: Some(Duration::from_millis(300)),
+            ..opts(fast_backoff(1000))
+        },
+    );
+    r.wait_events(2);
+    assert_eq!(r.rec.events(), ["add a@1", "add b@11"]);
+    let lists = fake.list_calls();
+    assert!(lists[1].1 - lists[0].1 >= Duration::from_millis(300));
+    // The watch was asked to end when the relist is due (whole seconds, at least 1).
+    assert_eq!(fake.watch_calls()[0].0.timeout_seconds, 1);
+}
+
+#[test]
+fn default_relist_is_ten_minutes_and_idle_timeout_two() {
+    let o = ReflectorOptions::default();
+    assert_eq!(o.relist, Some(Duration::from_secs(600)));
+    assert_eq!(o.watch_idle_timeout, Some(Duration::from_secs(120)));
+}
+
 // ---------------------------------------------------------------- relist
+
+#[test]
+fn gone_after_a_long_error_streak_relists_at_once() {
+    let fake = Fake::new();
+    fake.list_ok(page(&[("a", "1")], "10", None));
+    // Five failures: the backoff has grown to 10 ms × 4⁵ ≈ 10 s.
+    for _ in 0..5 {
+        fake.watch_err(Error::api(500, None, None));
+    }
+    fake.watch_err(Error::api(410, Some(gone_status()), None));
+    fake.list_ok(page(&[("b", "2")], "20", None));
+    let r = start(
+        &fake,
+        ReflectorOptions {
+            backoff: BackoffConfig {
+                initial: Duration::from_millis(10),
+                factor: 4.0,
+                max: Duration::from_secs(30),
+                reset_after: Duration::from_secs(120),
+                jitter: 0.0,
+            },
+            ..Default::default()
+        },
+    );
+    r.wait_watches(7);
+    let w = fake.watch_calls();
+    let lists = fake.list_calls();
+    assert_eq!(lists.len(), 2);
+    assert!(
+        lists[1].1 - w[5].1 < Duration::from_secs(1),
+        "relisted {:?} after the 410",
+        lists[1].1 - w[5].1
+    );
+    assert_eq!(fake.watch_rvs()[6], "20");
+    assert_eq!(r.rec.events(), ["add a@1", "delete a@1", "add b@2"]);
+}
+
+#[test]
+fn gone_right_after_the_list_it_came_from_backs_off() {
+    let fake = Fake::new();
+    for _ in 0..3 {
+        fake.list_ok(page(&[("a", "1")], "10", None));
+        fake.watch_err(Error::api(410, Some(gone_status()), None));
+    }
+    let r = start(&fake, opts(fast_backoff(20)));
+    r.wait_watches(3);
+    let lists = fake.list_calls();
+    let w = fake.watch_calls();
+    for i in 1..3 {
+        assert!(
+            lists[i].1 - w[i - 1].1 >= Duration::from_millis(20),
+            "a server expiring what it just listed is not relisted in a tight loop"
+        );
+    }
+}
 
 #[test]
 fn gone_answer_relists_with_synthetic_deletes_updates_adds() {

@@ -425,7 +425,7 @@ fn take_offline(s: &TestServer) {
 }
 
 #[test]
-fn expired_watch_relists_with_synthetic_deletes_updates_and_adds() {
+fn a_dropped_connection_relists_with_synthetic_deletes_updates_and_adds() {
     let s = TestServer::builder()
         .bookmark_interval(Duration::from_secs(60))
         .start()
@@ -443,9 +443,9 @@ fn expired_watch_relists_with_synthetic_deletes_updates_and_adds() {
     s.delete_object("apiservices", None, &name("b")).unwrap();
     let c2_rv = seed(&s, "c", 20);
     let d_rv = seed(&s, "d", 10);
-    s.faults().expire_next_watch();
     s.faults().resume();
 
+    // Not a resumed watch: the server we lost may not be the one that answers now.
     wait_for("a second list", || requests(&s, "list").len() == 2);
     wait_converged(&s, &r);
     assert_eq!(
@@ -460,12 +460,11 @@ fn expired_watch_relists_with_synthetic_deletes_updates_and_adds() {
     );
     assert_eq!(replay(&r.rec.events()), server_state(&s));
 
-    // The expired watch named the last version seen; the next one names the relist's.
-    let rvs = watch_rvs(&s);
-    assert_eq!(rvs[..2], [list_rv, w_rv]);
+    // One watch until the drop (it carried w), then one from the relist's version.
     wait_for("a watch from the relist's version", || {
         watch_rvs(&s).last() == Some(&d_rv)
     });
+    assert_eq!(watch_rvs(&s), [list_rv, d_rv]);
 }
 
 #[test]
@@ -573,8 +572,10 @@ fn history_moving_backwards_relists_from_scratch_and_converges() {
     let rvs = watch_rvs(&s);
     let future = rvs.iter().filter(|v| **v == e_rv).count();
     assert!(future <= 3, "watched from {e_rv} {future} times: {rvs:?}");
-    let last_future = rvs.iter().rposition(|v| *v == e_rv).unwrap();
-    assert!(rvs[last_future + 1..].iter().all(|v| v == "2"), "{rvs:?}");
+    // (The dropped connection already sends it to a relist: usually never asked at all;
+    // then every watch after the first, from the initial list, names the relist's version.)
+    let after_future = rvs.iter().rposition(|v| *v == e_rv).map_or(1, |i| i + 1);
+    assert!(rvs[after_future..].iter().all(|v| v == "2"), "{rvs:?}");
     assert_eq!(requests(&s, "list").len(), 2);
 }
 
@@ -598,7 +599,7 @@ fn list_failures_back_off_then_sync() {
 }
 
 #[test]
-fn server_down_during_the_watch_backs_off_then_resumes_the_watch() {
+fn server_down_during_the_watch_backs_off_then_relists() {
     let s = TestServer::builder()
         .bookmark_interval(Duration::from_secs(60))
         .start()
@@ -612,23 +613,21 @@ fn server_down_during_the_watch_backs_off_then_resumes_the_watch() {
     // The server goes away (its connections drop) and answers 500 five times when back.
     s.faults().fail_next(5, 500);
     s.restart(RvChange::Keep);
-    wait_for("a watch that succeeds again", || {
-        requests(&s, "watch")
-            .iter()
-            .filter(|w| w.code == 200)
-            .count()
-            == 2
+    wait_for("a watch after the server is back", || {
+        requests(&s, "watch").len() == 2
     });
 
-    let watches = requests(&s, "watch");
-    let codes: Vec<u16> = watches.iter().map(|w| w.code).collect();
+    // The server we lost may have come back empty or restored: list, do not resume.
+    let lists = requests(&s, "list");
+    let codes: Vec<u16> = lists.iter().map(|w| w.code).collect();
     assert_eq!(codes, [200, 500, 500, 500, 500, 500, 200]);
     // The dropped connection is the first failure, each 500 the next: waits grow to the cap.
-    assert_spaced(&watches[1..], &expected_waits(6)[1..]);
+    assert_spaced(&lists[1..], &expected_waits(6)[1..]);
+    let watches = requests(&s, "watch");
+    assert!(watches.iter().all(|w| w.code == 200));
     assert!(watches
         .iter()
         .all(|w| param(w, "resourceVersion") == Some(list_rv.clone())));
-    assert_eq!(requests(&s, "list").len(), 1, "5xx is no reason to relist");
 
     // Recovered: events flow again.
     let b = api(&s)
@@ -685,6 +684,8 @@ fn bookmarks_advance_the_version_a_closed_watch_resumes_from() {
 struct Spy {
     /// The canceller of every watch call, recorded when the call starts.
     calls: Arc<Mutex<Vec<Canceller>>>,
+    /// The canceller of every list call.
+    lists: Arc<Mutex<Vec<Canceller>>>,
     /// Watches whose response headers arrived.
     opened: Arc<Mutex<usize>>,
 }
@@ -697,6 +698,7 @@ impl ListerWatcher<APIService> for SpyLw {
         p: &ListParams,
         cancel: &Canceller,
     ) -> Result<autoregister::api::ObjectList<APIService>, Error> {
+        self.1.lists.lock().push(cancel.clone());
         ListerWatcher::list(&self.0, p, cancel)
     }
     fn watch(&self, p: &WatchParams, cancel: &Canceller) -> Result<WatchEvents<APIService>, Error> {
@@ -752,7 +754,7 @@ fn stop_while_blocked_in_an_idle_watch_returns_promptly() {
 }
 
 #[test]
-fn stop_while_a_watch_waits_for_a_hung_server_returns_promptly() {
+fn stop_while_a_relist_waits_for_a_hung_server_returns_promptly() {
     let s = TestServer::builder()
         .bookmark_interval(Duration::from_secs(60))
         .start()
@@ -762,18 +764,66 @@ fn stop_while_a_watch_waits_for_a_hung_server_returns_promptly() {
     let r = start_with(SpyLw(api(&s), spy.clone()), opts());
     r.synced();
     wait_for("an open watch", || *spy.opened.lock() == 1);
-    // The server hangs: connections drop, the next watch is accepted but never answered.
+    // The server hangs: connections drop, the relist is accepted but never answered.
     take_offline(&s);
-    wait_for("a second watch call", || spy.calls.lock().len() == 2);
+    wait_for("a second list call", || spy.lists.lock().len() == 2);
 
     stop_and_join(r, Duration::from_secs(3));
-    assert_eq!(
-        *spy.opened.lock(),
-        1,
-        "the held watch never got its headers"
-    );
-    assert!(spy.calls.lock()[1].is_cancelled());
+    assert_eq!(spy.calls.lock().len(), 1, "no watch after the held list");
+    assert!(spy.lists.lock()[1].is_cancelled());
     s.faults().resume();
+}
+
+#[test]
+fn a_silent_watch_is_given_up_after_its_idle_timeout_and_relisted() {
+    // Bookmarks every 100 ms: a healthy watch is never silent for the 600 ms idle timeout.
+    let s = TestServer::builder()
+        .bookmark_interval(Duration::from_millis(100))
+        .start()
+        .unwrap();
+    seed(&s, "a", 10);
+    let spy = Spy::default();
+    let r = start_with(
+        SpyLw(api(&s), spy.clone()),
+        ReflectorOptions {
+            watch_idle_timeout: Some(Duration::from_millis(600)),
+            ..opts()
+        },
+    );
+    r.synced();
+    wait_for("an open watch", || *spy.opened.lock() == 1);
+    // Healthy and quiet for longer than the idle timeout (nothing to await: the point is
+    // that nothing happens): bookmarks keep the watch alive.
+    let t = Instant::now();
+    wait_for("a few bookmark periods", || {
+        t.elapsed() >= Duration::from_millis(700)
+    });
+    assert_eq!(spy.lists.lock().len(), 1, "a bookmarked watch is not idle");
+    // Now the server sends nothing at all (a half-open connection looks the same).
+    let paused = Instant::now();
+    s.faults().pause();
+    wait_for("a relist after the silent watch", || {
+        spy.lists.lock().len() == 2
+    });
+    let noticed = paused.elapsed();
+    assert!(
+        noticed >= Duration::from_millis(500),
+        "gave up after {noticed:?}, before the idle timeout"
+    );
+    assert!(
+        noticed < Duration::from_secs(4),
+        "noticed after {noticed:?}, not after the watch's minutes-long timeout"
+    );
+    assert_eq!(
+        spy.calls.lock().len(),
+        1,
+        "the silent watch is followed by a list, not a resumed watch"
+    );
+    s.faults().resume();
+    let b = seed(&s, "b", 10);
+    wait_for("b through the new watch", || {
+        r.store.get(&name("b")).is_some_and(|o| rv(&o) == b)
+    });
 }
 
 #[test]

@@ -94,6 +94,7 @@ fn watch(
             timeout_seconds: timeout,
             allow_bookmarks: bookmarks,
             label_selector: None,
+            ..Default::default()
         },
         &Canceller::new(),
     )
@@ -756,6 +757,7 @@ fn watch_label_selector_turns_edits_into_added_and_deleted() {
                 timeout_seconds: 10,
                 allow_bookmarks: false,
                 label_selector: Some("pick=me".into()),
+                ..Default::default()
             },
             &Canceller::new(),
         )
@@ -1187,6 +1189,42 @@ fn fault_restart_drops_watches_and_keeps_data() {
         other => panic!("{}", kind_name(&other)),
     }
     assert_eq!(a.get("v1.b.io").unwrap().resource_version(), "5");
+}
+
+#[test]
+fn restart_empty_loses_the_data_and_accepts_old_watch_versions_with_nothing_to_replay() {
+    let s = TestServer::start();
+    let a = api(&s);
+    a.create(&svc("a.io")).unwrap();
+    a.create(&svc("b.io")).unwrap();
+    // Over HTTP too, as a process-form test would ask.
+    let (code, _) = raw_json(
+        &s,
+        "POST",
+        "/_testserver/restart?empty=true",
+        "",
+        &Value::Null,
+    );
+    assert_eq!(code, 200);
+    wait_until("the data is gone", || a.get("v1.a.io").is_err());
+    assert!(a.get("v1.a.io").unwrap_err().is_not_found());
+    assert_eq!(s.resource_version(), 2, "the version keeps counting");
+    assert!(s.list_objects("apiservices", None).is_empty());
+    // A watch from before the loss is accepted and shows nothing of it: its first event is
+    // the next write. Only a relist shows the loss.
+    let mut w = watch(&a, "1", 60, false);
+    a.create(&svc("d.io")).unwrap();
+    match w.next().unwrap().unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("v1.d.io")),
+        other => panic!("{}", kind_name(&other)),
+    }
+    let l = a.list(&ListParams::default()).unwrap();
+    assert_eq!(l.items.len(), 1);
+    // With a rewind, the old versions are from the future again.
+    a.create(&svc("c.io")).unwrap();
+    s.restart_empty(RvChange::Rewind(1));
+    assert!(a.get("v1.c.io").unwrap_err().is_not_found());
+    assert_eq!(s.resource_version(), 1);
 }
 
 #[test]

@@ -595,6 +595,7 @@ fn its_writes_are_seen_by_watches_like_any_other() {
                 timeout_seconds: 10,
                 allow_bookmarks: false,
                 label_selector: None,
+                ..Default::default()
             },
             &Canceller::new(),
         )

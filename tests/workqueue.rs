@@ -373,6 +373,26 @@ fn test_rate_limiting_queue() {
 }
 
 #[test]
+fn retry_after_floors_the_backoff_and_still_counts_the_failure() {
+    let (q, clock, _) = manual_queue("floor");
+    // Retry-After: 0 waits the limiter's delay (1 ms here), not zero.
+    q.add_rate_limited_at_least("zero", Duration::ZERO);
+    assert_eq!(q.num_requeues(&"zero"), 1);
+    assert!(q.is_empty(), "no immediate retry");
+    clock.advance(ms(1));
+    assert_eq!(get(&q), Some("zero"));
+    q.done(&"zero");
+    // A floor above the limiter's delay wins, and the failure still counts.
+    q.add_rate_limited_at_least("floored", ms(50));
+    assert_eq!(q.num_requeues(&"floored"), 1);
+    clock.advance(ms(49));
+    assert!(q.is_empty());
+    clock.advance(ms(1));
+    assert_eq!(get(&q), Some("floored"));
+    q.done(&"floored");
+}
+
+#[test]
 fn test_default_limiter_queue_with_defaults() {
     let q = Arc::new(RateLimitingQueue::with_defaults("defaults"));
     q.add_rate_limited("a"); // 5 ms on the real clock

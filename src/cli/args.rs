@@ -17,7 +17,7 @@ pub const USAGE: &str = "\
 usage:
   autoregister run  --manifests PATH [--once] [--timeout DUR] [--workers N]
                     [--kubeconfig FILE] [--context NAME] [--server URL]
-                    [--qps F] [--burst N] [--resync DUR] [--health-addr ADDR]
+                    [--qps F] [--burst N] [--resync DUR] [--relist DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
                     [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
                     [--leader-elect-retry-period DUR]
@@ -27,6 +27,9 @@ usage:
   autoregister version
 
 PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
+--resync DUR      re-deliver every cached object this often (default never)
+--relist DUR      list everything from the server again this often (default 10m, 0 never):
+                  catches changes a watch missed, e.g. a restored API server
 --label-key KEY   the ownership label (default autoregister.dev/automanaged); one
                   instance or leader-elected group per key
 --adopt           take over desired APIServices that carry no ownership label
@@ -119,6 +122,8 @@ pub struct RunArgs {
     pub workers: usize,
     /// `--resync`.
     pub resync: Option<Duration>,
+    /// `--relist` (default 10 min; `0` never).
+    pub relist: Option<Duration>,
     /// `--health-addr`: where to serve /healthz, /readyz and /metrics.
     pub health_addr: Option<String>,
     /// `--leader-elect`: run only while holding the Lease.
@@ -169,6 +174,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut leader = LeaderConfig::default();
     let mut workers = 2usize;
     let mut resync = None;
+    let mut relist = Some(autoregister::runtime::reflector::DEFAULT_RELIST);
     let mut health_addr = None;
     let mut leader_elect = false;
     let mut lease_namespace = "kube-system".to_string();
@@ -246,6 +252,12 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                     duration::parse(&value(&mut parser)?).map_err(|e| format!("--resync: {e}"))?;
                 resync = (!d.is_zero()).then_some(d);
             }
+            Long("relist") => {
+                run_only("relist")?;
+                let d =
+                    duration::parse(&value(&mut parser)?).map_err(|e| format!("--relist: {e}"))?;
+                relist = (!d.is_zero()).then_some(d);
+            }
             Long("health-addr") => {
                 run_only("health-addr")?;
                 health_addr = Some(value(&mut parser)?);
@@ -301,6 +313,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             timeout,
             workers,
             resync,
+            relist,
             health_addr,
             leader_elect,
             lease_namespace,
@@ -349,9 +362,9 @@ mod tests {
     fn run_with_every_flag() {
         let Ok(Command::Run(r)) = p(
             "run --manifests m --once --timeout 2s --workers 4 --server http://x \
-             --context c --kubeconfig k --qps 0 --burst 7 --resync 1m --health-addr 127.0.0.1:0 \
-             --leader-elect --lease-namespace ns --lease-name n --label-key a.example/m \
-             --adopt --allow-empty",
+             --context c --kubeconfig k --qps 0 --burst 7 --resync 1m --relist 90s \
+             --health-addr 127.0.0.1:0 --leader-elect --lease-namespace ns --lease-name n \
+             --label-key a.example/m --adopt --allow-empty",
         ) else {
             panic!("not a run command");
         };
@@ -360,6 +373,7 @@ mod tests {
         assert_eq!(r.timeout, Duration::from_secs(2));
         assert_eq!(r.workers, 4);
         assert_eq!(r.resync, Some(Duration::from_secs(60)));
+        assert_eq!(r.relist, Some(Duration::from_secs(90)));
         assert_eq!(r.kube.server.as_deref(), Some("http://x"));
         assert_eq!(r.kube.limits(), (0.0, 7));
         assert_eq!(r.health_addr.as_deref(), Some("127.0.0.1:0"));

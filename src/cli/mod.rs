@@ -3,6 +3,7 @@
 pub mod args;
 pub mod connect;
 pub mod duration;
+pub mod logging;
 pub mod plan;
 pub mod run;
 pub mod signals;

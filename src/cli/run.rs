@@ -77,6 +77,7 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         ControllerOptions {
             workers: args.workers,
             resync: args.resync,
+            relist: args.relist,
             label_key: o.label_key.clone(),
             adopt: o.adopt,
             allow_empty: o.allow_empty,

@@ -162,6 +162,10 @@ mod tests {
         assert!(f.invalidate());
         assert_eq!(f.token().unwrap(), "three");
         assert!(!f.invalidate(), "same token: retrying cannot help");
+        // Surrounding whitespace of any kind is not part of the token (client-go trims it).
+        std::fs::write(&path, " \t four \r\n\n").unwrap();
+        assert!(f.invalidate());
+        assert_eq!(f.token().unwrap(), "four");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -210,7 +210,11 @@ impl Client {
         body: Option<Vec<u8>>,
         cancel: Option<&Canceller>,
     ) -> Result<Vec<u8>, Error> {
-        let own_agent = cancel.map(|c| self.inner.transport.watch_agent(&self.cancellers(Some(c))));
+        let own_agent = cancel.map(|c| {
+            self.inner
+                .transport
+                .watch_agent(&self.cancellers(Some(c)), None)
+        });
         let agent = own_agent
             .as_ref()
             .or(self.cancel.as_ref().map(|c| &c.agent))
@@ -238,17 +242,19 @@ impl Client {
     }
 
     /// Opens a streaming GET (a watch); the body may stay open for `timeout`, but the
-    /// answer's head must arrive within the ordinary request timeout.
+    /// answer's head must arrive within the ordinary request timeout, and no read may wait
+    /// longer than `idle` for a byte.
     pub(crate) fn open_stream(
         &self,
         path: &str,
         timeout: Duration,
+        idle: Option<Duration>,
         cancel: &Canceller,
     ) -> Result<ureq::BodyReader<'static>, Error> {
         let agent = self
             .inner
             .transport
-            .watch_agent(&self.cancellers(Some(cancel)));
+            .watch_agent(&self.cancellers(Some(cancel)), idle);
         let deadline = Deadline {
             total: timeout,
             head: Some(self.inner.config.timeout),

@@ -56,6 +56,7 @@ impl Transport {
             rustls,
             tls: config.tls.clone(),
             cancel: Vec::new(),
+            idle: None,
         };
         Ok(Transport {
             agent: build_agent(config, connector.clone(), true),
@@ -69,10 +70,13 @@ impl Transport {
         &self.agent
     }
 
-    /// An agent for one watch; each of `cancel` can close its connection from another thread.
-    pub(crate) fn watch_agent(&self, cancel: &[&Canceller]) -> ureq::Agent {
+    /// An agent for one watch; each of `cancel` can close its connection from another
+    /// thread, and a read that waits longer than `idle` for a byte fails (the connection
+    /// is dead).
+    pub(crate) fn watch_agent(&self, cancel: &[&Canceller], idle: Option<Duration>) -> ureq::Agent {
         let connector = TlsConnector {
             cancel: cancel.iter().map(|c| (*c).clone()).collect(),
+            idle,
             ..self.connector.clone()
         };
         build_agent(&self.config, connector, false)
@@ -116,6 +120,8 @@ struct TlsConnector {
     tls: TlsConfig,
     /// Each closes this connector's connections when cancelled (none: not cancellable).
     cancel: Vec<Canceller>,
+    /// Longest wait for a byte on a watch connection.
+    idle: Option<Duration>,
 }
 
 impl std::fmt::Debug for TlsConnector {
@@ -171,6 +177,7 @@ impl Connector<()> for TlsConnector {
             buffers: LazyBuffers::new(c.input_buffer_size(), c.output_buffer_size()),
             read_timeout: None,
             write_timeout: None,
+            idle: self.idle,
         }))
     }
 }
@@ -188,6 +195,7 @@ fn connect_tcp(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
                 if details.config.no_delay() {
                     s.set_nodelay(true)?;
                 }
+                set_keepalive(&s)?;
                 return Ok(s);
             }
             Err(e) => last = Some(e),
@@ -197,6 +205,24 @@ fn connect_tcp(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
         Some(e) => map_io(e, details.timeout),
         None => ureq::Error::HostNotFound,
     })
+}
+
+/// Idle time before the first keepalive probe and between probes: client-go's dialer (Go's
+/// `net.Dialer{KeepAlive: 30s}` sets both), so a peer that vanished without a FIN or RST
+/// (power loss, a dropped NAT entry) is noticed in minutes, not the kernel's two hours.
+pub(crate) const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+
+fn set_keepalive(s: &TcpStream) -> io::Result<()> {
+    let params = socket2::TcpKeepalive::new().with_time(TCP_KEEPALIVE);
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "freebsd",
+        target_os = "windows"
+    ))]
+    let params = params.with_interval(TCP_KEEPALIVE);
+    socket2::SockRef::from(s).set_tcp_keepalive(&params)
 }
 
 /// The error of an operation on a cancelled watch connection; rest.rs reports it as
@@ -221,6 +247,13 @@ fn map_io(e: io::Error, timeout: NextTimeout) -> ureq::Error {
         return ureq::Error::Rustls(tls.clone());
     }
     ureq::Error::Io(e)
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    )
 }
 
 /// A socket shared between the connection and its shutdown handles.
@@ -269,6 +302,8 @@ struct Connection {
     // Last values set on the socket, to skip redundant syscalls.
     read_timeout: Option<Option<Duration>>,
     write_timeout: Option<Option<Duration>>,
+    /// Longest wait for a byte (watches); the request's own deadline still applies.
+    idle: Option<Duration>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -304,7 +339,12 @@ impl UreqTransport for Connection {
         if timeout.after.is_zero() {
             return Err(ureq::Error::Timeout(timeout.reason));
         }
-        let t = timeout.not_zero().map(|d| *d);
+        let deadline = timeout.not_zero().map(|d| *d);
+        // The idle limit is binding when it is shorter than what the request has left.
+        let idle = self
+            .idle
+            .filter(|i| deadline.map_or(true, |d| *i < d) && !i.is_zero());
+        let t = idle.or(deadline);
         if self.read_timeout != Some(t) {
             self.stream.set_read_timeout(t)?;
             self.read_timeout = Some(t);
@@ -313,6 +353,15 @@ impl UreqTransport for Connection {
         let n = loop {
             match self.io.read(input) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if idle.is_some() && is_timeout(&e) => {
+                    return Err(ureq::Error::Io(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "no data for {:?}: the connection is presumed dead",
+                            idle.unwrap_or_default()
+                        ),
+                    )))
+                }
                 r => break r.map_err(|e| map_io(e, timeout))?,
             }
         };
@@ -386,5 +435,19 @@ impl Canceller {
         sockets.retain(|w| w.strong_count() > 0);
         sockets.push(Arc::downgrade(stream));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_get_tcp_keepalive() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert!(!socket2::SockRef::from(&s).keepalive().unwrap());
+        set_keepalive(&s).unwrap();
+        assert!(socket2::SockRef::from(&s).keepalive().unwrap());
     }
 }

@@ -42,6 +42,9 @@ pub struct WatchParams {
     pub allow_bookmarks: bool,
     /// Label selector.
     pub label_selector: Option<String>,
+    /// The watch is dead when no byte (event or bookmark) arrives for this long, e.g. a
+    /// half-open connection to a server that went away; `None`: only the timeout ends it.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// Preconditions of a delete.
@@ -204,9 +207,12 @@ impl<K: Resource> Api<K> {
         };
         q.opt("labelSelector", p.label_selector.as_deref());
         let timeout = server_timeout + WATCH_SLACK;
-        let reader = self
-            .client
-            .open_stream(&q.finish(self.collection_path()), timeout, cancel)?;
+        let reader = self.client.open_stream(
+            &q.finish(self.collection_path()),
+            timeout,
+            p.idle_timeout,
+            cancel,
+        )?;
         Ok(WatchStream::new(reader, cancel.clone()))
     }
 

@@ -1,7 +1,7 @@
 //! The embeddable controller: registration methods, start, wait, shutdown.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,9 @@ use crate::api::{APIService, DEFAULT_LABEL_KEY};
 use crate::client::{Api, Canceller, Client, WriteGate};
 use crate::runtime::clock::deadline_after;
 use crate::runtime::liveness::Liveness;
-use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
+use crate::runtime::reflector::{
+    EventHandler, Reflector, ReflectorHandle, ReflectorOptions, DEFAULT_RELIST,
+};
 use crate::runtime::store::Store;
 use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
 
@@ -33,6 +35,9 @@ pub struct ControllerOptions {
     pub workers: usize,
     /// Re-deliver every cached object this often (None: never).
     pub resync: Option<Duration>,
+    /// List everything from the server again this often (None: never; default
+    /// [`DEFAULT_RELIST`], 10 min): catches changes no watch or error showed.
+    pub relist: Option<Duration>,
     /// The ownership label: objects carrying it with `onstart`/`true` are ours. One
     /// instance (or one leader-elected group) per key.
     pub label_key: String,
@@ -49,6 +54,7 @@ impl Default for ControllerOptions {
         ControllerOptions {
             workers: 2,
             resync: None,
+            relist: Some(DEFAULT_RELIST),
             label_key: DEFAULT_LABEL_KEY.to_string(),
             adopt: false,
             allow_empty: false,
@@ -116,18 +122,43 @@ struct Threads {
     others: Vec<JoinHandle<()>>,
 }
 
-/// Enqueues the name of every object the reflector reports.
-struct Enqueue(Arc<RateLimitingQueue<String>>);
+/// Enqueues the name of every object the reflector reports, and every name after a relist.
+struct Enqueue {
+    queue: Arc<RateLimitingQueue<String>>,
+    /// Weak: the controller owns the reflector that owns this handler.
+    inner: Weak<Inner>,
+}
 
 impl EventHandler<APIService> for Enqueue {
     fn on_add(&self, obj: &Arc<APIService>) {
-        self.0.add(obj.metadata.name.clone().unwrap_or_default());
+        self.queue
+            .add(obj.metadata.name.clone().unwrap_or_default());
     }
     fn on_update(&self, _old: &Arc<APIService>, new: &Arc<APIService>) {
-        self.0.add(new.metadata.name.clone().unwrap_or_default());
+        self.queue
+            .add(new.metadata.name.clone().unwrap_or_default());
     }
     fn on_delete(&self, obj: &Arc<APIService>) {
-        self.0.add(obj.metadata.name.clone().unwrap_or_default());
+        self.queue
+            .add(obj.metadata.name.clone().unwrap_or_default());
+    }
+    /// After an outage, names whose writes failed meanwhile wait a per-name backoff grown
+    /// over the outage, and their retries queue for the overall bucket (10/s): 1,000 names
+    /// would take minutes. Retry every desired and cached name now (a plain add, not rate
+    /// limited), so recovery is bounded by the reflector's backoff; an unchanged name is a
+    /// cache lookup and no write.
+    fn on_relisted(&self) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        for name in inner
+            .state
+            .desired_names()
+            .into_iter()
+            .chain(inner.store.keys())
+        {
+            self.queue.add(name);
+        }
     }
 }
 
@@ -220,13 +251,17 @@ impl Controller {
         threads.started = true;
         let opts = ReflectorOptions {
             resync: self.inner.options.resync,
+            relist: self.inner.options.relist,
             liveness: Some(self.inner.liveness.clone()),
             ..Default::default()
         };
         threads.reflector = Some(Reflector::spawn(
             self.inner.api.clone(),
             self.inner.store.clone(),
-            Arc::new(Enqueue(self.inner.queue.clone())),
+            Arc::new(Enqueue {
+                queue: self.inner.queue.clone(),
+                inner: Arc::downgrade(&self.inner),
+            }),
             opts,
         ));
         let inner = self.inner.clone();
@@ -273,14 +308,28 @@ impl Controller {
             return Ok(());
         }
         if !inner.state.has_start() {
-            let reason = "the APIService cache never synced (is the API server reachable?)";
+            let failing = inner
+                .threads
+                .lock()
+                .reflector
+                .as_ref()
+                .and_then(ReflectorHandle::last_error);
+            // Blame the server only for what it did: a short --timeout may just have ended
+            // before the first list could answer.
+            let reason = match failing {
+                Some(e) => format!("the APIService cache never synced: {e}"),
+                None => format!(
+                    "the APIService cache had not synced yet: the first list had not answered \
+                     within the {timeout:?} wait"
+                ),
+            };
             let mut names = inner.state.desired_names();
             names.sort();
             return Err(names
                 .into_iter()
                 .map(|name| Pending {
                     name,
-                    reason: reason.into(),
+                    reason: reason.clone(),
                     blocked: false,
                 })
                 .collect());
@@ -459,10 +508,10 @@ impl Inner {
                 Ok(()) => self.queue.forget(&name),
                 // Stopping: nothing to retry (the queue takes no more adds anyway).
                 Err(e) if e.is_cancelled() => {}
-                Err(e) => match e.retry_after() {
-                    Some(wait) => self.queue.add_after(name.clone(), wait),
-                    None => self.queue.add_rate_limited(name.clone()),
-                },
+                // The server's Retry-After floors the per-key backoff, never replaces it.
+                Err(e) => self
+                    .queue
+                    .add_rate_limited_at_least(name.clone(), e.retry_after().unwrap_or_default()),
             }
             self.queue.done(&name);
         }

@@ -1,6 +1,7 @@
 //! One sync of one name: gather the facts, decide, execute, record the outcome.
 
-use std::time::Instant;
+use std::fmt;
+use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
@@ -25,6 +26,48 @@ pub(crate) struct SyncContext<'a> {
     pub fights: &'a FightDetector,
     /// Asked right before each write (stopping, leadership); `Err(why)` withholds it.
     pub may_write: &'a dyn Fn() -> Result<(), String>,
+}
+
+/// Why one sync of one name failed.
+#[derive(Debug, Clone)]
+pub(crate) enum SyncError {
+    /// The decision itself is an error (the table's lookup-error row; a cached object
+    /// without name or UID): nothing was sent, the server is not to blame.
+    Decision(String),
+    /// The write was refused or got no answer.
+    Write(Error),
+}
+
+impl SyncError {
+    /// The server's `Retry-After`, when it gave one.
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        match self {
+            SyncError::Decision(_) => None,
+            SyncError::Write(e) => e.retry_after(),
+        }
+    }
+
+    /// The write was cut short or withheld by shutdown (or lost leadership).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        matches!(self, SyncError::Write(e) if e.is_cancelled())
+    }
+
+    /// Answers that mean "the cache is behind the server", not "the server is failing".
+    fn is_benign(&self) -> bool {
+        match self {
+            SyncError::Decision(_) => false,
+            SyncError::Write(e) => e.is_not_found() || e.is_conflict() || e.is_already_exists(),
+        }
+    }
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SyncError::Decision(m) => write!(f, "cannot decide: {m}"),
+            SyncError::Write(e) => e.fmt(f),
+        }
+    }
 }
 
 /// Decides for `name` from the current facts, without acting.
@@ -57,8 +100,8 @@ pub(crate) fn plan(
 /// A write answered NotFound, Conflict or AlreadyExists is retried with backoff and
 /// does not count as synced: nothing was written, and `--once` must not report success.
 /// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
-/// and the sync ends as [`Error::Cancelled`].
-pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
+/// and the sync ends as a cancelled write.
+pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
     if !matches!(
@@ -69,7 +112,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
             debug!("{name} {cell}: write withheld: {why}");
             cx.state
                 .record_outcome(name, Outcome::Failed(format!("not written: {why}")));
-            return Err(Error::Cancelled);
+            return Err(SyncError::Write(Error::Cancelled));
         }
     }
     let (verb, result) = match decision.action {
@@ -86,16 +129,16 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
             }
             return Ok(());
         }
-        Action::Error(message) => ("error", Err(Error::Config(message))),
-        Action::Create(obj) => ("create", cx.api.create(&obj).map(drop)),
-        Action::Update(obj) => ("update", cx.api.update(&obj).map(drop)),
-        Action::Adopt(obj) => ("adopt", cx.api.update(&obj).map(drop)),
+        Action::Error(message) => ("error", Err(SyncError::Decision(message))),
+        Action::Create(obj) => ("create", write(cx.api.create(&obj).map(drop))),
+        Action::Update(obj) => ("update", write(cx.api.update(&obj).map(drop))),
+        Action::Adopt(obj) => ("adopt", write(cx.api.update(&obj).map(drop))),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
                 uid: Some(uid),
                 resource_version: None,
             };
-            ("delete", cx.api.delete(&n, &p))
+            ("delete", write(cx.api.delete(&n, &p)))
         }
     };
     match &result {
@@ -107,7 +150,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
         }
         // Shutdown cut the request short: not a failure worth a warning.
         Err(e) if e.is_cancelled() => debug!("{name} {cell} {verb}: cancelled"),
-        Err(e) if is_benign(e) => {
+        Err(e) if e.is_benign() => {
             info!("{name} {cell} {verb}: {e}; retrying once the cache catches up")
         }
         Err(e) => warn!("{name} {cell} {verb}: failed: {e}"),
@@ -120,9 +163,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), Error> {
     result
 }
 
-/// Answers that mean "the cache is behind the server", not "the server is failing".
-fn is_benign(e: &Error) -> bool {
-    e.is_not_found() || e.is_conflict() || e.is_already_exists()
+fn write(r: Result<(), Error>) -> Result<(), SyncError> {
+    r.map_err(SyncError::Write)
 }
 
 /// A write to a name we had already synced: someone undid our work. Counted, and
@@ -144,4 +186,50 @@ fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
         fight.writes,
         FIGHT_WINDOW.as_secs()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::api::{ObjectMeta, AUTO_MANAGED_ALWAYS};
+    use crate::client::{Client, Config};
+
+    #[test]
+    fn a_decision_error_is_not_blamed_on_the_client_configuration() {
+        let ownership = Ownership {
+            allow_empty: true,
+            ..Ownership::default()
+        };
+        // Ours and not desired, so deleted, but without the UID a delete must carry.
+        let mut meta = ObjectMeta::named("v1.x.example.com");
+        meta.labels = Some(
+            [(ownership.label_key.clone(), AUTO_MANAGED_ALWAYS.to_string())]
+                .into_iter()
+                .collect(),
+        );
+        let store = Store::new();
+        store.insert(Arc::new(APIService {
+            metadata: meta,
+            ..Default::default()
+        }));
+        store.mark_synced();
+        let state = State::default();
+        state.record_at_start(["v1.x.example.com".to_string()].into_iter().collect());
+        // Nothing is sent: nothing listens here.
+        let api = Api::all(Client::new(Config::new("http://127.0.0.1:9")).unwrap());
+        let cx = SyncContext {
+            state: &state,
+            store: &store,
+            ownership: &ownership,
+            api: &api,
+            fights: &FightDetector::default(),
+            may_write: &|| Ok(()),
+        };
+        let e = sync(&cx, "v1.x.example.com").unwrap_err();
+        assert!(matches!(e, SyncError::Decision(_)), "{e:?}");
+        assert!(e.to_string().contains("no name or uid"), "{e}");
+        assert_eq!(e.retry_after(), None);
+    }
 }

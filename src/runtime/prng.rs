@@ -1,7 +1,7 @@
 //! A small seeded PRNG (xorshift64*) for jitter and randomised timeouts; not for secrets.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// xorshift64*: fast, good enough to spread retries of many clients apart.
@@ -23,9 +23,12 @@ impl XorShift64 {
         }
     }
 
-    /// A generator seeded from the clock and the current thread, so replicas differ.
+    /// A generator seeded from the OS (std's `RandomState` keys come from the OS's random
+    /// source), the clock and the current thread, so replicas and restarts differ.
     pub fn from_entropy() -> Self {
-        let mut h = DefaultHasher::new();
+        // `DefaultHasher::new()` has fixed keys: replicas started in the same nanosecond
+        // bucket would jitter in lockstep. `RandomState` is keyed from the OS per process.
+        let mut h = RandomState::new().build_hasher();
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -77,6 +80,16 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(a.next_u64(), b.next_u64());
         }
+    }
+
+    #[test]
+    fn entropy_seeds_differ_between_generators_made_together() {
+        // RandomState's keys come from the OS once per process and then step per instance,
+        // so even generators made in the same clock tick start apart.
+        let firsts: std::collections::HashSet<u64> = (0..100)
+            .map(|_| XorShift64::from_entropy().next_u64())
+            .collect();
+        assert_eq!(firsts.len(), 100);
     }
 
     #[test]

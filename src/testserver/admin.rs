@@ -6,7 +6,7 @@
 //!   "failFraction": {"fraction", "code"}, "retryAfter", "closeWatchesAfterMs", "expireNextWatch",
 //!   "cutNextResponse", "pause"}` (every key optional); `DELETE /_testserver/faults` clears them
 //! - `POST /_testserver/pause`, `POST /_testserver/resume`
-//! - `POST /_testserver/restart[?jumpRV=N|rewindRV=N]`
+//! - `POST /_testserver/restart[?jumpRV=N|rewindRV=N][&empty=true]` (`empty`: the data is gone)
 //! - `POST /_testserver/seed/<plural>[?namespace=NS]` with the object as body
 //! - `GET /_testserver/rv`
 //! - kube-apiserver mode: `GET /_testserver/kube-apiserver/writes`, and
@@ -80,6 +80,9 @@ pub(crate) fn handle<'a>(shared: &'a Shared, req: &Request) -> (Response, After<
                 (None, Some(n)) => RvChange::Rewind(n),
                 _ => RvChange::Keep,
             };
+            if req.query("empty") == Some("true") {
+                return (ok(), Box::new(move || shared.restart_empty(rv)));
+            }
             return (ok(), Box::new(move || shared.restart(rv)));
         }
         ("GET", "kube-apiserver/writes") => match &shared.kas {

@@ -56,7 +56,7 @@
 //! `GET|DELETE requests`, `GET counts`, `GET rv`, `POST|DELETE faults` (JSON body with any of
 //! `latencyMs`, `failNext {count, code, verb}`, `failFraction {fraction, code}`, `retryAfter`,
 //! `closeWatchesAfterMs`, `expireNextWatch`, `cutNextResponse`, `pause`), `POST pause`,
-//! `POST resume`, `POST restart[?jumpRV=N|rewindRV=N]`, `POST seed/<plural>[?namespace=NS]`,
+//! `POST resume`, `POST restart[?jumpRV=N|rewindRV=N][&empty=true]`, `POST seed/<plural>[?namespace=NS]`,
 //! and in kube-apiserver mode `GET kube-apiserver/writes` and `POST|DELETE
 //! kube-apiserver/crd-groups` (JSON body `{"group", "version"}`).
 
@@ -509,6 +509,19 @@ impl TestServer {
     /// autoregister starts afresh and has made its first pass when this returns.
     pub fn restart(&self, rv: RvChange) {
         self.shared.restart(rv);
+    }
+
+    /// Like [`restart`](Self::restart), but the server comes back with no objects (an etcd
+    /// lost or restored from a backup older than everything); the resourceVersion keeps
+    /// counting unless `rv` moves it, and old watch versions are accepted with nothing to replay.
+    pub fn restart_empty(&self, rv: RvChange) {
+        self.shared.restart_empty(rv);
+    }
+
+    /// Loses every object without dropping a connection or sending an event, as an etcd
+    /// restored under a running API server: only a client's periodic relist notices.
+    pub fn wipe_silently(&self) {
+        self.shared.store.wipe();
     }
 
     /// Stops accepting, drops every connection, ends watches and joins every thread. Idempotent.

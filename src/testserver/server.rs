@@ -463,4 +463,11 @@ impl Shared {
             kas.wait_pass(epoch);
         }
     }
+
+    /// Simulates an API server restarting on an empty etcd: connections drop, data is gone.
+    pub(crate) fn restart_empty(&self, rv: super::store::RvChange) {
+        self.store.wipe();
+        self.store.restart(rv);
+        self.drop_connections();
+    }
 }

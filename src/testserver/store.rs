@@ -658,6 +658,18 @@ impl Store {
         self.changed.notify_all();
     }
 
+    /// Forgets every object and the event history, as an API server whose etcd came back
+    /// empty. The resourceVersion keeps counting and a watch from any older version is
+    /// accepted with nothing to replay: only a client that relists notices the loss.
+    pub(crate) fn wipe(&self) {
+        let mut st = self.state.lock();
+        st.objects.clear();
+        st.history.clear();
+        st.history_start = 0;
+        st.snapshots.clear();
+        st.snapshot_order.clear();
+    }
+
     /// Wakes and ends every watch for good.
     pub(crate) fn shutdown(&self) {
         self.state.lock().shutdown = true;

@@ -177,9 +177,15 @@ pub struct Proc {
 impl Proc {
     /// Starts the binary with `args` at `RUST_LOG=info`.
     pub fn spawn(args: &[&str]) -> Proc {
+        Proc::spawn_env(args, &[])
+    }
+
+    /// Starts the binary with `args` and `env` (e.g. `RUST_LOG=trace`) over the defaults.
+    pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Proc {
         let mut child = Command::new(env!("CARGO_BIN_EXE_autoregister"))
             .args(args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .env_remove("KUBECONFIG")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -90,11 +90,18 @@ fn apiservice(mut value: Value) -> Result<APIService, String> {
             ))
         }
     }
-    let name = value
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+    let name = match value.pointer("/metadata/name") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(n)) => n.as_str(),
+        // `name: 123` is a number in YAML: say so rather than "required".
+        Some(other) => {
+            return Err(format!(
+                "metadata.name must be a string, found {} (quote it in YAML: \"{other}\")",
+                type_name(other)
+            ))
+        }
+    }
+    .to_string();
     if name.is_empty() {
         return Err("metadata.name is required".to_string());
     }
@@ -198,6 +205,21 @@ mod tests {
             .contains("metadata.name is required"));
         v["metadata"] = json!({});
         assert!(one(v).unwrap_err().contains("metadata.name is required"));
+    }
+
+    #[test]
+    fn a_name_that_is_not_a_string_says_so() {
+        let mut v = valid("");
+        v["metadata"]["name"] = json!(123);
+        let e = one(v.clone()).unwrap_err();
+        assert!(
+            e.contains("metadata.name must be a string, found a number"),
+            "{e}"
+        );
+        assert!(e.contains("\"123\""), "{e}");
+        v["metadata"]["name"] = json!(true);
+        let e = one(v).unwrap_err();
+        assert!(e.contains("must be a string, found a boolean"), "{e}");
     }
 
     #[test]

@@ -191,8 +191,29 @@ mod tests {
             "{}",
             errs[0]
         );
-        // serde_yaml_ng points at the mapping holding the key twice.
-        assert_eq!(errs[0].line, Some(1));
+        // The second `metadata:`, not the mapping holding it (where the parser points).
+        assert_eq!(errs[0].line, Some(8));
+    }
+
+    #[test]
+    fn error_lines_of_later_documents_and_control_characters_are_the_files() {
+        // Document 2 starts on line 9; its `spec.version` is repeated on line 16 of the file.
+        let text = format!("{A}---\n{A}  version: v2\n");
+        let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
+        assert_eq!((errs[0].document, errs[0].line), (Some(2), Some(16)));
+        let text = format!(
+            "{A}---\n{}",
+            A.replace("  version: v1\n", "  group: b\n  version: v1\n")
+        );
+        let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
+        assert_eq!(
+            (errs[0].document, errs[0].line),
+            (Some(2), Some(15)),
+            "{}",
+            errs[0]
+        );
+        let errs = parse_file(Path::new("x.yaml"), "kind: APIService\nx: a\u{0}b\n").unwrap_err();
+        assert_eq!(errs[0].line, Some(2), "{}", errs[0]);
     }
 
     #[test]

@@ -11,4 +11,8 @@ pub trait EventHandler<K>: Send + Sync {
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>);
     /// `obj` went away; this is its last known state.
     fn on_delete(&self, obj: &Arc<K>);
+    /// A relist (not the first list) has replaced the cache and its differences were
+    /// delivered. Often the server was away: an owner whose retries of unchanged keys
+    /// backed off meanwhile can retry them now rather than when their backoff ends.
+    fn on_relisted(&self) {}
 }

@@ -2,8 +2,9 @@
 //!
 //! List (paginated, consistent) → replace the cache and deliver the differences →
 //! watch from the list's resourceVersion, re-watching from the last one seen when a
-//! watch ends → relist only when the server says our version is gone (410) or its
-//! history moved backwards. Failures wait an exponential, jittered backoff.
+//! watch ends cleanly → relist when the server says our version is gone (410, at once),
+//! when its history moved backwards, after a broken connection, and periodically.
+//! Failures wait an exponential, jittered backoff.
 
 mod handler;
 mod list;
@@ -47,9 +48,24 @@ pub struct ReflectorOptions {
     /// Longest `timeoutSeconds` (10 min); each watch picks at random in between so
     /// many clients do not reconnect together.
     pub max_watch_timeout: Duration,
+    /// A full relist this often, whatever the watch says (10 min; `None` never). Catches
+    /// what no error shows, e.g. a server restored under an unbroken connection. Unlike
+    /// `resync` (which re-delivers the cache) this asks the server.
+    pub relist: Option<Duration>,
+    /// A watch that sends no byte for this long is dead (2 min; `None`: only its
+    /// `timeoutSeconds` ends it). kube-apiserver sends a bookmark to every watch about once a
+    /// minute, so silence for twice that means a half-open connection, not a quiet cluster.
+    pub watch_idle_timeout: Option<Duration>,
     /// Where the reflector thread reports its heartbeat (group `reflector`), for `/healthz`.
     pub liveness: Option<Arc<Liveness>>,
 }
+
+/// Default of [`ReflectorOptions::relist`]: APIService collections are small, so a list
+/// every 10 minutes costs little and bounds how long any missed change can stay unseen.
+pub const DEFAULT_RELIST: Duration = Duration::from_secs(600);
+
+/// Default of [`ReflectorOptions::watch_idle_timeout`]: two bookmark periods of kube-apiserver.
+pub const DEFAULT_WATCH_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Default for ReflectorOptions {
     fn default() -> Self {
@@ -60,6 +76,8 @@ impl Default for ReflectorOptions {
             backoff: BackoffConfig::default(),
             min_watch_timeout: Duration::from_secs(300),
             max_watch_timeout: Duration::from_secs(600),
+            relist: Some(DEFAULT_RELIST),
+            watch_idle_timeout: Some(DEFAULT_WATCH_IDLE_TIMEOUT),
             liveness: None,
         }
     }
@@ -139,6 +157,12 @@ impl ReflectorHandle {
         }
     }
 
+    /// What is failing now (`list failing: …`), while the reflector backs off; `None`
+    /// once it works again (or before anything failed).
+    pub fn last_error(&self) -> Option<String> {
+        self.shutdown.state.lock().failure.clone()
+    }
+
     /// Whether every reflector thread has ended.
     pub fn is_finished(&self) -> bool {
         self.threads.iter().all(JoinHandle::is_finished)
@@ -169,6 +193,8 @@ struct StopState {
     stopped: bool,
     /// The open list's or watch's canceller, so stop can end a blocked read.
     request: Option<Canceller>,
+    /// The failure being backed off from, for [`ReflectorHandle::last_error`].
+    failure: Option<String>,
 }
 
 impl Shutdown {
@@ -201,6 +227,10 @@ impl Shutdown {
 
     fn unregister_request(&self) {
         self.state.lock().request = None;
+    }
+
+    fn set_failure(&self, failure: Option<String>) {
+        self.state.lock().failure = failure;
     }
 
     /// Sleeps `d` unless stopped first; answers true when stopped.

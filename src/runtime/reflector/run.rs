@@ -1,4 +1,9 @@
 //! The reflector thread's loop: list, watch, re-watch, relist, back off.
+//!
+//! Relists come from four places: a 410 (at once, not a failure), a broken connection
+//! (after the backoff: the server we come back to may have restarted empty or been
+//! restored), a resourceVersion that went backwards or "too large" (a restore), and the
+//! periodic relist that catches whatever nothing else noticed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,6 +57,11 @@ pub(super) struct Runner<K, L> {
     /// A watch was answered "too large resource version": the next relist must not trust
     /// cached resourceVersions, even if the server has since counted past ours again.
     history_moved_back: bool,
+    /// When the last full list completed: the periodic relist is due `relist` after it.
+    listed: Option<Instant>,
+    /// Set by a list, taken by the first watch after it: when and at which version it
+    /// listed, to tell a 410 that came suspiciously soon after it.
+    fresh: Option<(Instant, String)>,
 }
 
 impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
@@ -75,6 +85,8 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             last_rv: String::new(),
             failing: None,
             history_moved_back: false,
+            listed: None,
+            fresh: None,
         }
     }
 
@@ -148,33 +160,66 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             )
         };
         self.history_moved_back = false;
-        log::debug!(
-            "{}: listed {n} at resourceVersion {}: {counts:?}",
-            K::PLURAL,
-            listed.resource_version
-        );
+        let changed = counts.added + counts.updated + counts.deleted;
+        if self.listed.is_some() && changed > 0 {
+            // A relist that finds differences means events were missed: worth saying.
+            log::info!(
+                "{}: relist at resourceVersion {} found {} added, {} updated, {} deleted",
+                K::PLURAL,
+                listed.resource_version,
+                counts.added,
+                counts.updated,
+                counts.deleted
+            );
+        } else {
+            log::debug!(
+                "{}: listed {n} at resourceVersion {}: {counts:?}",
+                K::PLURAL,
+                listed.resource_version
+            );
+        }
+        let relisted = self.listed.is_some();
+        self.listed = Some(Instant::now());
+        self.fresh = Some((Instant::now(), listed.resource_version.clone()));
         self.store.mark_synced();
         self.healthy();
+        if relisted {
+            let _turn = self.deliver.lock();
+            self.handler.on_relisted();
+        }
         self.last_rv = listed.resource_version.clone();
         Some(Next::Watch(listed.resource_version))
     }
 
     /// One watch from `rv`; answers what to do next, or `None` when stopped.
     fn watch(&mut self, rv: String) -> Option<Next> {
+        let mut timeout = self.watch_timeout();
+        match self.until_relist() {
+            Some(left) if left.is_zero() => return Some(self.periodic_relist()),
+            // The watch ends when the relist is due (whole seconds, at least one).
+            Some(left) => timeout = timeout.min(ceil_secs(left)),
+            None => {}
+        }
         let cancel = self.shutdown.register_request()?;
-        let timeout = self.watch_timeout();
         let params = WatchParams {
             resource_version: rv.clone(),
             timeout_seconds: timeout,
             allow_bookmarks: true,
             label_selector: self.opts.label_selector.clone(),
+            idle_timeout: self.opts.watch_idle_timeout,
         };
         let started = Instant::now();
+        // Right after the list it came from, a 410 is the server expiring what it just
+        // listed: a broken server, so back off instead of relisting in a tight loop.
+        let fresh = self
+            .fresh
+            .take()
+            .is_some_and(|(at, lrv)| lrv == rv && at.elapsed() < SUSPICIOUS_WATCH);
         let events = match self.lw.watch(&params, &cancel) {
             Ok(events) => events,
             Err(e) => {
                 self.shutdown.unregister_request();
-                return self.after_watch_error(&e, rv);
+                return self.after_watch_error(&e, rv, fresh);
             }
         };
         // The server is reachable: count health from here (a later failure after two
@@ -206,30 +251,46 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         self.last_rv.clone_from(&last_rv);
         match end {
             WatchEnd::Stopped => None,
-            WatchEnd::Failed(e) => self.after_watch_error(&e, last_rv),
+            WatchEnd::Failed(e) => self.after_watch_error(&e, last_rv, fresh && seen == 0),
+            WatchEnd::Backwards { seen, got } => {
+                self.history_moved_back = true;
+                log::warn!(
+                    "{}: the watch went from resourceVersion {seen} back to {got}: the server's history moved backwards; relisting",
+                    K::PLURAL
+                );
+                Some(Next::List)
+            }
             WatchEnd::Closed if seen == 0 && started.elapsed() < SUSPICIOUS_WATCH => {
                 let e = Error::Io("the watch closed at once without any event".into());
                 self.fail("watch", &e).then_some(Next::Watch(last_rv))
             }
             WatchEnd::Closed => {
                 self.healthy();
+                if self.until_relist().is_some_and(|left| left.is_zero()) {
+                    return Some(self.periodic_relist());
+                }
                 log::debug!("{}: watch ended; re-watching from {last_rv}", K::PLURAL);
                 Some(Next::Watch(last_rv))
             }
         }
     }
 
-    fn after_watch_error(&mut self, e: &Error, rv: String) -> Option<Next> {
+    /// What to do after a watch failed to open or broke; `fresh`: it was opened right
+    /// after a list, from that list's version, and saw nothing.
+    fn after_watch_error(&mut self, e: &Error, rv: String, fresh: bool) -> Option<Next> {
         if self.shutdown.is_stopped() {
             return None;
         }
         match classify(e) {
+            Failure::Gone if fresh => self.fail("watch", e).then_some(Next::List),
             Failure::Gone => {
+                // Not a failure: history was compacted past us, the normal way a long watch
+                // ends on a busy cluster. Relist at once, whatever the backoff has grown to.
                 log::info!(
                     "{}: resourceVersion {rv} is gone ({e}); relisting",
                     K::PLURAL
                 );
-                self.wait_before_retry(e).then_some(Next::List)
+                Some(Next::List)
             }
             Failure::TooLarge => {
                 self.history_moved_back = true;
@@ -239,12 +300,27 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 );
                 self.wait_before_retry(e).then_some(Next::List)
             }
+            Failure::Connection => self.fail("watch", e).then_some(Next::List),
             Failure::Other => self.fail("watch", e).then_some(Next::Watch(rv)),
         }
     }
 
+    /// How long until the periodic relist is due; `None` when there is none.
+    fn until_relist(&self) -> Option<Duration> {
+        let period = self.opts.relist?;
+        let at = self.listed?;
+        Some(period.saturating_sub(at.elapsed()))
+    }
+
+    fn periodic_relist(&self) -> Next {
+        log::debug!("{}: periodic relist", K::PLURAL);
+        Next::List
+    }
+
     /// Logs a failure once per state change, then waits; false when stopped meanwhile.
     fn fail(&mut self, what: &'static str, e: &Error) -> bool {
+        self.shutdown
+            .set_failure(Some(format!("{what} failing: {e}")));
         if self.failing != Some(what) {
             log::warn!("{}: {what} failing: {e}; retrying with backoff", K::PLURAL);
             self.failing = Some(what);
@@ -267,6 +343,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
     fn healthy(&mut self) {
         self.backoff.success(Instant::now());
         if let Some(what) = self.failing.take() {
+            self.shutdown.set_failure(None);
             log::info!("{}: {what} recovered", K::PLURAL);
         }
     }
@@ -282,10 +359,14 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
 /// Whether a list's resourceVersion is older than the one the cache already had
 /// (only comparable when both are integers, which the API does not promise).
 fn moved_backwards(listed: &str, cached: &str) -> bool {
-    match (listed.parse::<u64>(), cached.parse::<u64>()) {
-        (Ok(l), Ok(c)) => l < c,
-        _ => false,
-    }
+    super::watch::older(listed, cached)
+}
+
+/// `d` in whole seconds, rounded up, at least 1 (`timeoutSeconds` is whole seconds; 0 would
+/// leave the watch's length to the server).
+fn ceil_secs(d: Duration) -> u32 {
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    u32::try_from(s.max(1)).unwrap_or(u32::MAX)
 }
 
 /// The resync thread: every `period`, re-delivers every cached object as an update.

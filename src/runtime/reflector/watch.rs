@@ -17,7 +17,11 @@ pub(super) enum Failure {
     Gone,
     /// 504 "Too large resource version": the server's history is behind ours; relist.
     TooLarge,
-    /// Anything else: back off and try the same thing again.
+    /// No answer, or the connection broke (refused, TLS, timeout, cut, idle): the server we
+    /// come back to may not be the one we lost (restarted empty, restored), so back off and
+    /// relist rather than trust the cache and resume.
+    Connection,
+    /// Anything else (the server answered with an error): back off and watch again.
     Other,
 }
 
@@ -27,6 +31,8 @@ pub(super) fn classify(e: &Error) -> Failure {
         Failure::Gone
     } else if e.is_resource_version_too_large() {
         Failure::TooLarge
+    } else if e.is_transport() {
+        Failure::Connection
     } else {
         Failure::Other
     }
@@ -41,6 +47,14 @@ pub(super) enum WatchEnd {
     Stopped,
     /// Transport or decode failure, or an `ERROR` event.
     Failed(Error),
+    /// An event carried a resourceVersion older than one already seen on this watch: the
+    /// server's history moved backwards under us (a restore); nothing cached can be trusted.
+    Backwards {
+        /// The newest version seen before.
+        seen: String,
+        /// The older version the event carried.
+        got: String,
+    },
 }
 
 /// Reads `events` to their end, applying each to `store` and `handler` in order under
@@ -63,6 +77,19 @@ pub(super) fn consume<K: Resource>(
             Ok(ev) => ev,
             Err(e) => return WatchEnd::Failed(e),
         };
+        let event_rv = match &event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                o.resource_version()
+            }
+            WatchEvent::Bookmark(v) => v.as_str(),
+            WatchEvent::Error(_) => "",
+        };
+        if older(event_rv, rv) {
+            return WatchEnd::Backwards {
+                seen: rv.clone(),
+                got: event_rv.to_string(),
+            };
+        }
         match event {
             WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                 advance(rv, obj.resource_version());
@@ -93,6 +120,15 @@ pub(super) fn consume<K: Resource>(
         WatchEnd::Stopped
     } else {
         WatchEnd::Closed
+    }
+}
+
+/// Whether `got` is an older version than `seen`; only comparable when both are integers
+/// (the API does not promise that; kube-apiserver's are etcd revisions).
+pub(super) fn older(got: &str, seen: &str) -> bool {
+    match (got.parse::<u64>(), seen.parse::<u64>()) {
+        (Ok(g), Ok(s)) => g < s,
+        _ => false,
     }
 }
 
@@ -192,6 +228,30 @@ mod tests {
     }
 
     #[test]
+    fn an_event_older_than_one_seen_ends_the_watch_as_backwards() {
+        let store = Store::new();
+        let rec = Recorder::default();
+        let mut rv = "10".to_string();
+        let (end, _) = run(
+            vec![
+                Ok(WatchEvent::Added(svc("a", "11"))),
+                Ok(WatchEvent::Bookmark("12".into())),
+                // A restored server numbering from 5 again.
+                Ok(WatchEvent::Added(svc("b", "5"))),
+            ],
+            &store,
+            &rec,
+            &mut rv,
+        );
+        let WatchEnd::Backwards { seen, got } = end else {
+            panic!("{end:?}")
+        };
+        assert_eq!((seen.as_str(), got.as_str()), ("12", "5"));
+        assert_eq!(rec.take(), ["add a@11"], "the older event is not applied");
+        assert!(older("5", "12") && !older("12", "12") && !older("x", "12"));
+    }
+
+    #[test]
     fn classification() {
         let gone = Error::api(410, None, None);
         assert_eq!(classify(&gone), Failure::Gone);
@@ -208,6 +268,15 @@ mod tests {
             Failure::TooLarge
         );
         assert_eq!(classify(&Error::api(500, None, None)), Failure::Other);
-        assert_eq!(classify(&Error::Connect("refused".into())), Failure::Other);
+        assert_eq!(classify(&Error::api(429, None, None)), Failure::Other);
+        assert_eq!(
+            classify(&Error::Connect("refused".into())),
+            Failure::Connection
+        );
+        assert_eq!(classify(&Error::Io("cut".into())), Failure::Connection);
+        assert_eq!(
+            classify(&Error::Timeout("idle".into())),
+            Failure::Connection
+        );
     }
 }

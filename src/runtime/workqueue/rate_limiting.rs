@@ -44,6 +44,15 @@ impl<T: Clone + Eq + Hash + Send + 'static> RateLimitingQueue<T> {
         self.queue.add_after(item, delay);
     }
 
+    /// Like [`add_rate_limited`](Self::add_rate_limited), but no sooner than `at_least`
+    /// (a server's `Retry-After`). The attempt counts like any other, so `Retry-After` floors
+    /// the backoff and never replaces it: `Retry-After: 0` cannot become a hot loop, and a
+    /// key answered `Retry-After: 1` forever still backs off exponentially.
+    pub fn add_rate_limited_at_least(&self, item: T, at_least: Duration) {
+        let delay = self.limiter.when(&item).max(at_least);
+        self.queue.add_after(item, delay);
+    }
+
     /// Clears `item`'s retry history (call after it was processed successfully).
     pub fn forget(&self, item: &T) {
         self.limiter.forget(item);
