@@ -65,13 +65,16 @@ pub enum Step {
     Restart { graceful: bool, busy: bool },
     /// Nothing happens; the controller works.
     Idle,
+    /// The API server restarts with no objects (etcd lost), its resourceVersion kept or
+    /// jumped forward: everything desired must come back.
+    ServerRestartEmpty { jump: bool },
 }
 
 /// Draws one step of a kind.
 type MakeStep = fn(&mut Rng) -> Step;
 
-/// Weights of each kind; the order of `KINDS` is part of every seed's meaning, so
-/// append new kinds at the end to keep old seeds replaying the same schedule.
+/// Weights of each kind. The table is part of every seed's meaning: a seed replays the
+/// same schedule only on the same table (adding a kind reshuffles every seed).
 const KINDS: &[(u32, MakeStep)] = &[
     (3, |r| Step::Fail {
         code: *r.pick(&[500, 503, 504]),
@@ -132,6 +135,9 @@ const KINDS: &[(u32, MakeStep)] = &[
         busy: r.chance(0.5),
     }),
     (2, |_| Step::Idle),
+    (1, |r| Step::ServerRestartEmpty {
+        jump: r.chance(0.5),
+    }),
 ];
 
 /// A seed's schedule: `len` steps, each held for 40–200 ms.

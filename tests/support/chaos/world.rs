@@ -380,6 +380,14 @@ impl World {
                 self.start_controller();
             }
             Step::Idle => {}
+            Step::ServerRestartEmpty { jump } => {
+                let rv = if *jump {
+                    RvChange::Jump(1000)
+                } else {
+                    RvChange::Keep
+                };
+                self.server.restart_empty(rv);
+            }
         }
         std::thread::sleep(hold);
     }
