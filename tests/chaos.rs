@@ -44,7 +44,12 @@ const SWITCHES: Switches = Switches {
     // (add_after(0)), up to 112 writes to one name within 1 s; seeds 48, 54, 72, 77, 95
     // (41 of seeds 1..=1000).
     no_hot_loop: true,
-    // Issue 11 (410 relists, a server restarted empty): no seed failed it.
+    // Seeds 1..=50 converge. Seed 536 (at commit 134a65b+) does not: a watch refused
+    // with a 504 is resumed from its old resourceVersion (reflector/run.rs,
+    // `Failure::Other => Next::Watch(rv)`), so an API server that restarted empty during
+    // the backoff is never relisted (only `--relist`, 10 min, repairs it). client-go
+    // relists after a failed watch; tests/reflector.rs encodes the resume. Left to the
+    // lead (reported), so this stays asserted.
     converges: true,
 };
 

@@ -12,6 +12,9 @@ use crate::rng::Rng;
 use check::{check, Bounds, Switches, Violation};
 use world::World;
 
+/// Bytes of each controller log kept for the report (more when one seed is replayed).
+const CHAOS_LOG_TAIL: usize = 4096;
+
 /// One seed's outcome.
 pub struct Outcome {
     /// The seed.
@@ -64,7 +67,12 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
         .iter()
         .map(|p| {
             let l = &p.log;
-            let cut = l.len().saturating_sub(4096);
+            let tail = if std::env::var_os("CHAOS_SEED").is_some() {
+                1 << 20
+            } else {
+                CHAOS_LOG_TAIL
+            };
+            let cut = l.len().saturating_sub(tail);
             let cut = (cut..l.len())
                 .find(|&i| l.is_char_boundary(i))
                 .unwrap_or(l.len());
