@@ -1,63 +1,138 @@
-//! Controller benchmark: `autoregister run --once` registering N APIServices, beside baselines
-//! measured in the same run.
+//! Controller benchmark: the binary converging N APIServices (default flags and `--qps 0`)
+//! beside the REST floor measured in the same run, its peak RSS and CPU time; the binaries'
+//! sizes; an idle controller's RSS and threads; peak and steady RSS with 5,000 objects.
 //!
-//! - time: the binary converging N objects vs. the same N creates sent by a plain loop of
-//!   client calls (the REST floor: same client, same server, same parallelism, no controller);
-//! - memory: the binary's peak RSS while converging vs. the same run with no manifests.
+//! - floor: `--workers` threads POSTing the same N objects over one keep-alive client
+//!   (what the controller cannot beat: same server, same number of connections);
+//! - converge: from spawning `autoregister run` (not `--once`, so it is still alive to be
+//!   measured) until the server has answered N creates and the controller's watch is open;
+//! - peak RSS (VmHWM) and CPU (utime + stime) of the controller process at that moment;
+//! - idle: the controller with an empty manifest directory, once its watch is open.
 //!
-//! `cargo bench --features testing --bench controller -- [N] [rounds]`
+//! `cargo bench --features testing --bench controller -- [--rounds R] [--sizes 1000,10000] [--memory 5000]`
+//! `BENCH_BINS=label=path,...` names the binaries (default: the release build);
+//! `BENCH_LOG=FILE` appends the controllers' logs at debug level to FILE (to see where time goes).
 
 use std::io::Write as _;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
 
 use autoregister::api::{APIService, APIServiceSpec, ServiceReference};
 use autoregister::client::{Api, Client};
 use autoregister::testserver::TestServer;
 
+/// The controller's default `--workers`, and so the floor's connection count.
 const WORKERS: usize = 2;
 
 fn main() {
+    let mut rounds = 3usize;
+    let mut sizes = vec![1000usize, 10_000];
+    let mut memory_n = 5000usize;
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
-    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
-    let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
-    let bin = env!("CARGO_BIN_EXE_autoregister");
+    while let Some(a) = args.next() {
+        let mut num = || args.next().and_then(|v| v.parse().ok());
+        match a.as_str() {
+            "--rounds" => rounds = num().unwrap_or(rounds),
+            "--memory" => memory_n = num().unwrap_or(memory_n),
+            "--sizes" => {
+                sizes = args
+                    .next()
+                    .map(|v| v.split(',').filter_map(|n| n.parse().ok()).collect())
+                    .unwrap_or(sizes)
+            }
+            _ => {}
+        }
+    }
+    let bins = binaries();
     let dir = std::env::temp_dir().join(format!("autoregister-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let manifests = write_manifests(&dir, n);
+    let ticks = clock_ticks();
+
+    println!("controller benchmark; median of {rounds} rounds; {WORKERS} workers (the default)");
+    for (label, path) in &bins {
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        println!("  {label}: {path} ({:.2} MB)", size as f64 / 1e6);
+    }
+    println!(
+        "  floor = {WORKERS} keep-alive threads POSTing the same objects to a fresh test server"
+    );
+    println!();
+    println!("| N | binary | flags | converge | raw floor | ratio | peak RSS | CPU | first request | first create |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for &n in &sizes {
+        let manifests = write_manifests(&dir, n);
+        let mut floor = Vec::new();
+        let mut runs: Vec<Vec<Run>> = (0..bins.len() * FLAGS.len()).map(|_| Vec::new()).collect();
+        for _ in 0..rounds {
+            floor.push(floor_creates(n));
+            for (b, (_, bin)) in bins.iter().enumerate() {
+                for (f, flags) in FLAGS.iter().enumerate() {
+                    runs[b * FLAGS.len() + f]
+                        .push(run_until_converged(bin, &manifests, n, flags, ticks));
+                }
+            }
+        }
+        let floor = median(floor);
+        for (b, (label, _)) in bins.iter().enumerate() {
+            for (f, flags) in FLAGS.iter().enumerate() {
+                let r = median_run(std::mem::take(&mut runs[b * FLAGS.len() + f]));
+                println!(
+                    "| {n} | {label} | {} | {:.3} s | {:.3} s | {:.2} | {:.1} MiB | {:.2} s | {:.1} ms | {:.1} ms |",
+                    if flags.is_empty() {
+                        "default".to_string()
+                    } else {
+                        format!("`{}`", flags.join(" "))
+                    },
+                    r.converge.as_secs_f64(),
+                    floor.as_secs_f64(),
+                    r.converge.as_secs_f64() / floor.as_secs_f64(),
+                    r.peak_kib as f64 / 1024.0,
+                    r.cpu_secs,
+                    r.phases[0].as_secs_f64() * 1000.0,
+                    r.phases[1].as_secs_f64() * 1000.0,
+                );
+            }
+        }
+    }
+    println!();
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).expect("empty manifests dir");
-
-    let mut floor = Vec::new();
-    let mut controller = Vec::new();
-    let mut rss = Vec::new();
-    for _ in 0..rounds {
-        floor.push(baseline_creates(n));
-        let (t, kib) = run_once(bin, &manifests, n);
-        controller.push(t);
-        rss.push(kib);
+    let manifests = write_manifests(&dir, memory_n);
+    println!("| binary | idle RSS | idle threads | peak RSS, {memory_n} objects | steady RSS, {memory_n} objects | per cached object |");
+    println!("|---|---|---|---|---|---|");
+    for (label, bin) in &bins {
+        let (idle_kib, threads) = idle(bin, &empty);
+        let (peak_kib, steady_kib) = memory(bin, &manifests, memory_n);
+        println!(
+            "| {label} | {:.1} MiB | {threads} | {:.1} MiB | {:.1} MiB | {:.2} KiB |",
+            idle_kib as f64 / 1024.0,
+            peak_kib as f64 / 1024.0,
+            steady_kib as f64 / 1024.0,
+            steady_kib.saturating_sub(idle_kib) as f64 / memory_n as f64,
+        );
     }
-    let idle_rss = run_once(bin, &empty, 0).1;
     let _ = std::fs::remove_dir_all(&dir);
-
-    let floor = median(floor);
-    let ctl = median(controller);
-    let rss = rss.into_iter().max().unwrap_or(0);
-    println!("controller: {n} APIServices, {WORKERS} workers, median of {rounds} rounds");
-    println!(
-        "  converge time   {:>8.1} ms   baseline (plain create loop) {:>8.1} ms   ratio {:.2}",
-        ms(ctl),
-        ms(floor),
-        ctl.as_secs_f64() / floor.as_secs_f64()
-    );
-    println!(
-        "  peak RSS        {:>8} KiB  baseline (no manifests)        {:>8} KiB  ratio {:.2}",
-        rss,
-        idle_rss,
-        rss as f64 / idle_rss.max(1) as f64
-    );
 }
+
+/// The binaries measured: `BENCH_BINS=label=path,label=path` (`make bench` passes the
+/// release and the static one), else the release build cargo made for this bench.
+fn binaries() -> Vec<(String, String)> {
+    match std::env::var("BENCH_BINS") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|entry| entry.split_once('='))
+            .map(|(l, p)| (l.to_string(), p.to_string()))
+            .collect(),
+        Err(_) => vec![(
+            "release".to_string(),
+            env!("CARGO_BIN_EXE_autoregister").to_string(),
+        )],
+    }
+}
+
+/// The flag sets measured: the defaults, and the client-side limit explicitly off.
+const FLAGS: [&[&str]; 2] = [&[], &["--qps", "0"]];
 
 fn spec(i: usize) -> (String, APIServiceSpec) {
     let group = format!("g{i}.bench.example.com");
@@ -78,9 +153,11 @@ fn spec(i: usize) -> (String, APIServiceSpec) {
     (format!("v1.{group}"), spec)
 }
 
-fn write_manifests(dir: &std::path::Path, n: usize) -> PathBuf {
-    let path = dir.join("apiservices.yaml");
-    let mut f = std::fs::File::create(&path).expect("manifest file");
+fn write_manifests(dir: &Path, n: usize) -> PathBuf {
+    let sub = dir.join(format!("n{n}"));
+    std::fs::create_dir_all(&sub).expect("manifest dir");
+    let path = sub.join("apiservices.yaml");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).expect("manifest file"));
     for i in 0..n {
         let (name, _) = spec(i);
         writeln!(
@@ -91,21 +168,27 @@ fn write_manifests(dir: &std::path::Path, n: usize) -> PathBuf {
         )
         .expect("write manifest");
     }
-    path
+    sub
 }
 
-/// N creates from WORKERS threads over one client: what the controller cannot beat.
-fn baseline_creates(n: usize) -> Duration {
+/// N creates from WORKERS keep-alive threads over one client: the floor.
+fn floor_creates(n: usize) -> Duration {
     let server = TestServer::start();
     let api: Api<APIService> = Api::all(Client::new(server.client_config()).expect("client"));
+    let objects: Vec<APIService> = (0..n)
+        .map(|i| {
+            let (name, spec) = spec(i);
+            APIService::new(name, spec)
+        })
+        .collect();
     let start = Instant::now();
     std::thread::scope(|s| {
         for w in 0..WORKERS {
             let api = api.clone();
+            let objects = &objects;
             s.spawn(move || {
-                for i in (w..n).step_by(WORKERS) {
-                    let (name, spec) = spec(i);
-                    api.create(&APIService::new(name, spec)).expect("create");
+                for obj in objects.iter().skip(w).step_by(WORKERS) {
+                    api.create(obj).expect("create");
                 }
             });
         }
@@ -113,48 +196,158 @@ fn baseline_creates(n: usize) -> Duration {
     start.elapsed()
 }
 
-/// The binary (`run`, not `--once`, so it is still alive to be measured) until N creates
-/// have landed and its watch is open; returns that time and its peak RSS (KiB) at that point.
-fn run_once(bin: &str, manifests: &std::path::Path, n: usize) -> (Duration, u64) {
-    let server = TestServer::start();
-    let start = Instant::now();
-    let mut child = Command::new(bin)
-        .args(["run", "--qps", "0", "--workers"])
-        .arg(WORKERS.to_string())
+struct Run {
+    converge: Duration,
+    peak_kib: u64,
+    cpu_secs: f64,
+    /// From spawn to the first request, and to the first create.
+    phases: [Duration; 2],
+}
+
+fn spawn(bin: &str, manifests: &Path, server: &TestServer, flags: &[&str]) -> Child {
+    let log = std::env::var_os("BENCH_LOG").map(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("BENCH_LOG file")
+    });
+    let mut cmd = Command::new(bin);
+    cmd.arg("run")
+        .args(flags)
         .arg("--manifests")
         .arg(manifests)
-        .args(["--server", server.url()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .args(["--server", server.url()]);
+    // Default flags include the default log level (info: one line per write).
+    match log {
+        Some(_) => cmd.env("RUST_LOG", "debug"),
+        None => cmd.env_remove("RUST_LOG"),
+    };
+    cmd.stdout(Stdio::null())
+        .stderr(log.map_or_else(Stdio::null, Stdio::from))
         .spawn()
-        .expect("spawn");
-    while server.count("create") < n || server.count("watch") == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "did not converge"
-        );
-        std::thread::sleep(Duration::from_micros(500));
-    }
-    let elapsed = start.elapsed();
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", child.id())).expect("proc status");
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM");
+        .expect("spawn the controller")
+}
+
+fn stop(mut child: Child) {
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
     let exit = child.wait().expect("wait");
-    assert!(exit.success(), "{exit}");
+    assert!(exit.success(), "controller exited {exit}");
+}
+
+fn run_until_converged(bin: &str, manifests: &Path, n: usize, flags: &[&str], ticks: f64) -> Run {
+    let server = TestServer::start();
+    let start = Instant::now();
+    let wall = SystemTime::now();
+    let child = spawn(bin, manifests, &server, flags);
+    while server.count("create") < n || server.count("watch") == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "did not converge"
+        );
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let converge = start.elapsed();
+    let status = proc_status(child.id());
+    let cpu_secs = cpu_ticks(child.id()) as f64 / ticks;
+    stop(child);
+    // Where the time went, from the server's request log: start-up until the first request
+    // (exec, manifests, client), until the first create (list, watch, workers), the creates.
+    let requests = server.requests();
+    let at = |verb: Option<&str>| {
+        requests
+            .iter()
+            .find(|r| verb.map_or(true, |v| r.verb == v))
+            .and_then(|r| r.time.duration_since(wall).ok())
+            .unwrap_or_default()
+    };
+    let phases = [at(None), at(Some("create"))];
     assert_eq!(
         server.list_objects("apiservices", None).len(),
         n,
         "did not converge"
     );
-    (elapsed, kib)
+    Run {
+        converge,
+        peak_kib: field_kib(&status, "VmHWM:"),
+        cpu_secs,
+        phases,
+    }
+}
+
+/// RSS (kB) and thread count of a controller with nothing to do, once its watch is open.
+fn idle(bin: &str, empty: &Path) -> (u64, u64) {
+    let server = TestServer::start();
+    let child = spawn(bin, empty, &server, &[]);
+    let start = Instant::now();
+    while server.count("watch") == 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "no watch");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Let the first bookmark round trip settle the steady state.
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = proc_status(child.id());
+    stop(child);
+    (field_kib(&status, "VmRSS:"), field_kib(&status, "Threads:"))
+}
+
+/// Peak RSS when N objects have converged, and RSS once the controller has settled (every
+/// watch event synced, nothing left to do): kB.
+fn memory(bin: &str, manifests: &Path, n: usize) -> (u64, u64) {
+    let server = TestServer::start();
+    let child = spawn(bin, manifests, &server, &[]);
+    let start = Instant::now();
+    while server.count("create") < n || server.count("watch") == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "did not converge"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let peak = field_kib(&proc_status(child.id()), "VmHWM:");
+    // The watch events of our own creates are still being synced for a moment.
+    std::thread::sleep(Duration::from_secs(2));
+    let steady = field_kib(&proc_status(child.id()), "VmRSS:");
+    stop(child);
+    (peak, steady)
+}
+
+fn proc_status(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status")
+}
+
+/// The number after `field` in /proc/PID/status (kB for memory fields).
+fn field_kib(status: &str, field: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// utime + stime of `pid` in clock ticks (fields 14 and 15 of /proc/PID/stat).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
+    // The command name (field 2) may hold spaces; count from after its closing parenthesis.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+}
+
+/// Clock ticks per second for /proc's CPU times (`getconf CLK_TCK`, 100 on Linux).
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -162,6 +355,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+/// The run with the median converge time (its RSS and CPU go with it), peak RSS as the max.
+fn median_run(mut v: Vec<Run>) -> Run {
+    let peak = v.iter().map(|r| r.peak_kib).max().unwrap_or(0);
+    v.sort_by_key(|r| r.converge);
+    let mut r = v.swap_remove(v.len() / 2);
+    r.peak_kib = peak;
+    r
 }

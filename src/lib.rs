@@ -15,4 +15,5 @@ mod prometheus;
 pub mod runtime;
 #[cfg(feature = "testing")]
 pub mod testserver;
+mod token_bucket;
 mod yaml;

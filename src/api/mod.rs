@@ -15,7 +15,7 @@ pub use apiservice::{
 };
 pub use label::{is_reserved_label_key, validate_label_key};
 pub use lease::{Lease, LeaseSpec};
-pub use meta::{ListMeta, ObjectList, ObjectMeta};
+pub use meta::{ListMeta, ObjectList, ObjectMeta, RawJson};
 pub use resource::Resource;
 pub use status::{Status, StatusCause, StatusDetails};
 pub use watch::{RawWatchEvent, WatchEvent};

@@ -42,11 +42,37 @@ struct BookmarkMeta {
     resource_version: String,
 }
 
+/// The wire form borrowed from the line: the object is decoded once, straight into its
+/// type, instead of into a `Value` tree first (one allocation per field, then a copy).
+#[derive(Deserialize)]
+struct BorrowedWatchEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    type_: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    object: &'a serde_json::value::RawValue,
+}
+
 impl<K: serde::de::DeserializeOwned> WatchEvent<K> {
     /// Decodes one newline-delimited JSON event.
     pub fn from_json(line: &[u8]) -> Result<Self, serde_json::Error> {
-        let raw: RawWatchEvent = serde_json::from_slice(line)?;
-        Self::from_raw(raw)
+        use serde::de::Error as _;
+        let raw: BorrowedWatchEvent<'_> = serde_json::from_slice(line)?;
+        let object = raw.object.get();
+        Ok(match raw.type_.as_ref() {
+            "ADDED" => WatchEvent::Added(serde_json::from_str(object)?),
+            "MODIFIED" => WatchEvent::Modified(serde_json::from_str(object)?),
+            "DELETED" => WatchEvent::Deleted(serde_json::from_str(object)?),
+            "BOOKMARK" => {
+                let b: BookmarkObject = serde_json::from_str(object)?;
+                WatchEvent::Bookmark(b.metadata.resource_version)
+            }
+            "ERROR" => WatchEvent::Error(Box::new(serde_json::from_str(object)?)),
+            other => {
+                return Err(serde_json::Error::custom(format!(
+                    "unknown watch event type {other:?}"
+                )))
+            }
+        })
     }
 
     /// Converts the wire form into a typed event.

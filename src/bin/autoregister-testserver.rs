@@ -2,12 +2,14 @@
 //!
 //! ```text
 //! autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR]
-//!                         [--client-ca FILE] [--token TOKEN] [--history N]
+//!                         [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control]
 //!                         [--kube-apiserver [--crd-group GROUP/VERSION]...]
 //! ```
 //!
 //! Prints its URL as the first line of stdout once it accepts connections and serves until
 //! SIGTERM/SIGINT. Faults, the request log and seeding are under `/_testserver/`.
+//! `--no-flow-control` leaves out the API Priority and Fairness headers (an old or proxied
+//! API server).
 //! `--kube-apiserver` plays kube-apiserver: built-in APIServices and its own autoregister
 //! rules for the kube-aggregator label; `--crd-group` adds a CRD group it keeps registered.
 
@@ -17,7 +19,7 @@ use std::process::ExitCode;
 
 use autoregister::testserver::TestServer;
 
-const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--client-ca FILE] [--token TOKEN] [--history N] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
+const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
 
 struct Args {
     addr: String,
@@ -26,6 +28,7 @@ struct Args {
     client_ca: Option<PathBuf>,
     token: Option<String>,
     history: Option<usize>,
+    flow_control: bool,
     kube_apiserver: bool,
     crd_groups: Vec<(String, String)>,
 }
@@ -39,6 +42,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         client_ca: None,
         token: None,
         history: None,
+        flow_control: true,
         kube_apiserver: false,
         crd_groups: Vec::new(),
     };
@@ -51,6 +55,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("client-ca") => args.client_ca = Some(parser.value()?.into()),
             Long("token") => args.token = Some(parser.value()?.string()?),
             Long("history") => args.history = Some(parser.value()?.parse()?),
+            Long("no-flow-control") => args.flow_control = false,
             Long("kube-apiserver") => args.kube_apiserver = true,
             Long("crd-group") => {
                 let gv = parser.value()?.string()?;
@@ -95,7 +100,9 @@ fn main() -> ExitCode {
     };
     let mut builder = TestServer::builder()
         .addr(args.addr.clone())
-        .tls(args.tls_dir.is_some());
+        .tls(args.tls_dir.is_some())
+        .flow_control(args.flow_control);
+
     if let Some(path) = &args.client_ca {
         match std::fs::read(path) {
             Ok(pem) => builder = builder.client_ca(pem),

@@ -17,6 +17,8 @@ pub fn client(kube: &KubeArgs) -> Result<Client, Failure> {
     let (qps, burst) = kube.limits();
     config.qps = qps;
     config.burst = burst;
+    // An explicit limit wins over what the server says about flow control.
+    config.detect_flow_control = kube.qps.is_none() && kube.burst.is_none();
     log::info!("connecting to {} ({})", config.server, config.origin);
     Client::new(config).map_err(|e| Failure::usage([format!("cannot build the client: {e}")]))
 }

@@ -49,8 +49,11 @@ pub fn init() {
     let logger =
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
             // Our own UTC timestamp: env_logger's costs a date-time crate (~100 KB).
+            // Microseconds, as klog writes them: a start-up or a convergence is read off
+            // the log in milliseconds.
             .format(|buf, record| {
-                let now = autoregister::api::time::format_rfc3339(std::time::SystemTime::now());
+                let now =
+                    autoregister::api::time::format_rfc3339_micro(std::time::SystemTime::now());
                 writeln!(buf, "{now} {:5} {}", record.level(), record.args())
             })
             .build();

@@ -17,6 +17,9 @@ pub struct Config {
     pub qps: f32,
     /// Requests allowed in a burst above `qps`.
     pub burst: u32,
+    /// Drop `qps`/`burst` once the server's first answer shows API Priority and Fairness
+    /// (default); `false` keeps them whatever the server does (explicit `--qps`/`--burst`).
+    pub detect_flow_control: bool,
     /// Total time allowed for one non-watch request.
     pub timeout: Duration,
     /// Time allowed to establish a connection.
@@ -83,7 +86,8 @@ pub struct ExecConfig {
     pub interactive_mode: Option<String>,
 }
 
-/// Default client-side limits: kube-controller-manager's recommended QPS 50 / burst 100.
+/// Default client-side limits for a server without API Priority and Fairness:
+/// kube-controller-manager's recommended QPS 50 / burst 100.
 pub const DEFAULT_QPS: f32 = 50.0;
 /// See [`DEFAULT_QPS`].
 pub const DEFAULT_BURST: u32 = 100;
@@ -101,6 +105,7 @@ impl Config {
             auth: AuthConfig::None,
             qps: DEFAULT_QPS,
             burst: DEFAULT_BURST,
+            detect_flow_control: true,
             timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
             exec_timeout: DEFAULT_EXEC_TIMEOUT,
@@ -124,6 +129,7 @@ impl fmt::Debug for Config {
             .field("auth", &self.auth)
             .field("qps", &self.qps)
             .field("burst", &self.burst)
+            .field("detect_flow_control", &self.detect_flow_control)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("exec_timeout", &self.exec_timeout)

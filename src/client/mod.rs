@@ -10,6 +10,7 @@ mod infer;
 mod kubeconfig;
 mod metrics;
 mod ratelimit;
+mod resolver;
 mod rest;
 mod tls;
 mod transport;

@@ -1,67 +1,77 @@
-//! Client-side token bucket: at most `qps` requests per second after a burst of `burst`.
+//! The client-side request limit: a token bucket, or none once the server shows it
+//! throttles by itself (API Priority and Fairness).
+//!
+//! Every kube-apiserver since 1.20 protects itself with APF and says so on every answer
+//! (`X-Kubernetes-PF-FlowSchema-UID`, `X-Kubernetes-PF-PriorityLevel-UID`); a client-side
+//! limit on top only makes the controller slow (1,000 creates at 50/s take 18 s).
+//! controller-runtime dropped its default limiter on SIG API Machinery's advice, and Flux
+//! turns it off when the server does flow control; so do we, unless told otherwise.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use ureq::http::HeaderMap;
+
+use super::config::Config;
+use crate::token_bucket::TokenBucket;
+
+/// Response headers kube-apiserver's APF filter adds to every request it classified.
+pub(crate) const FLOW_CONTROL_HEADERS: [&str; 2] = [
+    "X-Kubernetes-PF-FlowSchema-UID",
+    "X-Kubernetes-PF-PriorityLevel-UID",
+];
 
 /// How often a caller waiting for a token checks whether it should give up.
 const CANCEL_CHECK: Duration = Duration::from_millis(20);
 
-/// A blocking token bucket shared by every request of a client.
-pub(crate) struct TokenBucket {
-    qps: f64,
-    burst: f64,
-    state: Mutex<BucketState>,
+/// No answer seen yet: the bucket applies (its burst covers a start's first requests).
+const UNDECIDED: u8 = 0;
+/// The bucket applies for good.
+const LIMITED: u8 = 1;
+/// No client-side limit.
+const OFF: u8 = 2;
+
+/// The request limiter shared by every clone of a client.
+pub(crate) struct RequestLimiter {
+    bucket: TokenBucket,
+    mode: AtomicU8,
+    qps: f32,
+    burst: u32,
 }
 
-struct BucketState {
-    tokens: f64,
-    last: Instant,
-}
-
-impl TokenBucket {
-    /// A bucket that starts full; `qps <= 0` (or not a finite number) means unlimited.
-    pub(crate) fn new(qps: f32, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
-        // NaN or infinity (`--qps inf`) would poison the arithmetic below; both mean "no limit".
-        let qps = if qps.is_finite() && qps > 0.0 {
-            f64::from(qps)
+impl RequestLimiter {
+    /// The limiter `config` asks for; logs the choice when it is already made (explicit limits).
+    pub(crate) fn new(config: &Config) -> Self {
+        let bucket = TokenBucket::new(f64::from(config.qps), config.burst, Instant::now());
+        let mode = if bucket.is_unlimited() {
+            log::info!("client-side rate limit: off (qps 0)");
+            OFF
+        } else if !config.detect_flow_control {
+            log::info!(
+                "client-side rate limit: {} QPS, burst {} (set explicitly)",
+                config.qps,
+                config.burst.max(1)
+            );
+            LIMITED
         } else {
-            0.0
+            UNDECIDED
         };
-        TokenBucket {
-            qps,
-            burst,
-            state: Mutex::new(BucketState {
-                tokens: burst,
-                last: Instant::now(),
-            }),
+        RequestLimiter {
+            bucket,
+            mode: AtomicU8::new(mode),
+            qps: config.qps,
+            burst: config.burst.max(1),
         }
     }
 
-    /// Takes one token and returns how long the caller must wait before using it.
-    pub(crate) fn reserve(&self, now: Instant) -> Duration {
-        if self.qps <= 0.0 {
-            return Duration::ZERO;
-        }
-        let mut s = self.state.lock();
-        let elapsed = now.saturating_duration_since(s.last).as_secs_f64();
-        s.last = s.last.max(now);
-        s.tokens = (s.tokens + elapsed * self.qps).min(self.burst);
-        s.tokens -= 1.0;
-        if s.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            // Debt is paid back at qps; later callers queue behind this one. A tiny qps can
-            // ask for more than a Duration holds: saturate rather than panic.
-            Duration::try_from_secs_f64(-s.tokens / self.qps).unwrap_or(Duration::MAX)
-        }
-    }
-
-    /// Blocks until a token is available, or until `cancelled` says to give up (checked
-    /// every few milliseconds, so a stop is never stuck behind a tiny `qps`); `false` then.
+    /// Blocks until the next request may go out, or until `cancelled` says to give up
+    /// (checked every few milliseconds, so a stop is never stuck behind a tiny `qps`);
+    /// `false` then.
     pub(crate) fn acquire(&self, cancelled: impl Fn() -> bool) -> bool {
-        let wait = self.reserve(Instant::now());
+        if self.mode.load(Ordering::Relaxed) == OFF {
+            return true;
+        }
+        let wait = self.bucket.reserve(Instant::now());
         let until = crate::runtime::clock::deadline_after(Instant::now(), wait);
         loop {
             if cancelled() {
@@ -74,107 +84,121 @@ impl TokenBucket {
             std::thread::sleep(left.min(CANCEL_CHECK));
         }
     }
+
+    /// Looks at an answer's headers; the first answer decides between no limit (the server
+    /// does flow control) and the bucket for good, and the choice is logged once.
+    pub(crate) fn observe(&self, headers: &HeaderMap) {
+        if self.mode.load(Ordering::Relaxed) != UNDECIDED {
+            return;
+        }
+        let flow_control = FLOW_CONTROL_HEADERS
+            .iter()
+            .any(|h| headers.get(*h).is_some_and(|v| !v.is_empty()));
+        let next = if flow_control { OFF } else { LIMITED };
+        // Several first answers may race; only the one that decides logs.
+        if self
+            .mode
+            .compare_exchange(UNDECIDED, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            if flow_control {
+                log::info!(
+                    "client-side rate limit: off (the server does API Priority and Fairness)"
+                );
+            } else {
+                log::info!(
+                    "client-side rate limit: {} QPS, burst {} (the server shows no API Priority and Fairness; --qps 0 turns it off)",
+                    self.qps,
+                    self.burst
+                );
+            }
+        }
+    }
+
+    /// Whether requests are currently limited on the client side.
+    #[cfg(test)]
+    pub(crate) fn is_limited(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) != OFF
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ureq::http::HeaderValue;
 
-    #[test]
-    fn burst_is_free_then_paced_at_qps() {
-        let b = TokenBucket::new(10.0, 3);
-        let t0 = Instant::now();
-        for _ in 0..3 {
-            assert_eq!(b.reserve(t0), Duration::ZERO);
-        }
-        // Fourth and fifth wait 100 ms and 200 ms at 10/s.
-        let w4 = b.reserve(t0);
-        let w5 = b.reserve(t0);
-        assert!((w4.as_secs_f64() - 0.1).abs() < 1e-6, "{w4:?}");
-        assert!((w5.as_secs_f64() - 0.2).abs() < 1e-6, "{w5:?}");
-        // After a second the debt (2) is repaid and 8 tokens refilled, capped at burst 3.
-        let later = t0 + Duration::from_secs(2);
-        for _ in 0..3 {
-            assert_eq!(b.reserve(later), Duration::ZERO);
-        }
-        assert!(!b.reserve(later).is_zero());
+    fn config(qps: f32, detect: bool) -> Config {
+        let mut c = Config::new("http://127.0.0.1:1");
+        c.qps = qps;
+        c.burst = 1;
+        c.detect_flow_control = detect;
+        c
+    }
+
+    fn apf_headers() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(FLOW_CONTROL_HEADERS[0], HeaderValue::from_static("uid-1"));
+        h.insert(FLOW_CONTROL_HEADERS[1], HeaderValue::from_static("uid-2"));
+        h
     }
 
     #[test]
-    fn partial_refill_gives_whole_tokens_only() {
-        let b = TokenBucket::new(10.0, 1);
-        let t0 = Instant::now();
-        assert_eq!(b.reserve(t0), Duration::ZERO);
-        // 50 ms refills half a token: the caller waits the other 50 ms.
-        let w = b.reserve(t0 + Duration::from_millis(50));
-        assert!((w.as_secs_f64() - 0.05).abs() < 1e-6, "{w:?}");
+    fn flow_control_headers_turn_the_limit_off() {
+        let l = RequestLimiter::new(&config(50.0, true));
+        assert!(l.is_limited(), "before any answer the bucket applies");
+        l.observe(&apf_headers());
+        assert!(!l.is_limited());
     }
 
     #[test]
-    fn debt_queues_concurrent_callers_in_order() {
-        let b = TokenBucket::new(2.0, 1);
-        let t0 = Instant::now();
-        assert_eq!(b.reserve(t0), Duration::ZERO);
-        let waits: Vec<f64> = (0..4).map(|_| b.reserve(t0).as_secs_f64()).collect();
-        for (i, w) in waits.iter().enumerate() {
-            let want = 0.5 * (i + 1) as f64;
-            assert!((w - want).abs() < 1e-6, "caller {i} waits {w}, want {want}");
-        }
+    fn an_answer_without_the_headers_keeps_the_bucket_for_good() {
+        let l = RequestLimiter::new(&config(50.0, true));
+        l.observe(&HeaderMap::new());
+        assert!(l.is_limited());
+        // The first answer decided; a later one with the headers does not change it.
+        l.observe(&apf_headers());
+        assert!(l.is_limited());
     }
 
     #[test]
-    fn clock_going_backwards_neither_refills_nor_panics() {
-        let b = TokenBucket::new(1.0, 1);
-        let t0 = Instant::now() + Duration::from_secs(10);
-        assert_eq!(b.reserve(t0), Duration::ZERO);
-        // An earlier instant (another thread read the clock first) adds no tokens.
-        let w = b.reserve(t0 - Duration::from_secs(5));
-        assert!((w.as_secs_f64() - 1.0).abs() < 1e-6, "{w:?}");
+    fn explicit_limits_ignore_the_headers() {
+        let l = RequestLimiter::new(&config(5.0, false));
+        l.observe(&apf_headers());
+        assert!(l.is_limited());
     }
 
     #[test]
-    fn long_idle_refills_only_up_to_burst() {
-        let b = TokenBucket::new(5.0, 2);
-        let t0 = Instant::now();
-        let later = t0 + Duration::from_secs(3600);
-        assert_eq!(b.reserve(later), Duration::ZERO);
-        assert_eq!(b.reserve(later), Duration::ZERO);
-        assert!(!b.reserve(later).is_zero());
-    }
-
-    #[test]
-    fn zero_burst_acts_as_one() {
-        let b = TokenBucket::new(1.0, 0);
-        let t0 = Instant::now();
-        assert_eq!(b.reserve(t0), Duration::ZERO);
-        assert!(!b.reserve(t0).is_zero());
-    }
-
-    #[test]
-    fn non_finite_or_negative_qps_is_unlimited_not_a_panic() {
-        for qps in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -1.0] {
-            let b = TokenBucket::new(qps, 1);
-            let t0 = Instant::now();
-            for _ in 0..10 {
-                assert_eq!(b.reserve(t0), Duration::ZERO, "qps {qps}");
-            }
+    fn qps_zero_is_off_whatever_the_server_says() {
+        for detect in [true, false] {
+            let l = RequestLimiter::new(&config(0.0, detect));
+            assert!(!l.is_limited());
+            l.observe(&HeaderMap::new());
+            assert!(!l.is_limited());
         }
     }
 
     #[test]
-    fn tiny_qps_saturates_instead_of_panicking() {
-        let b = TokenBucket::new(f32::MIN_POSITIVE, 1);
-        let t0 = Instant::now();
-        assert_eq!(b.reserve(t0), Duration::ZERO);
-        assert!(b.reserve(t0) > Duration::from_secs(1 << 40));
+    fn a_cancelled_wait_for_a_token_gives_up() {
+        let mut c = config(0.001, false);
+        c.burst = 1;
+        let l = RequestLimiter::new(&c);
+        assert!(l.acquire(|| false), "the burst is free");
+        let started = Instant::now();
+        let calls = std::cell::Cell::new(0);
+        let cancelled = || {
+            calls.set(calls.get() + 1);
+            calls.get() > 2
+        };
+        assert!(!l.acquire(cancelled), "a 1000 s wait ends when cancelled");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
-    fn zero_qps_is_unlimited() {
-        let b = TokenBucket::new(0.0, 1);
-        let t0 = Instant::now();
-        for _ in 0..1000 {
-            assert_eq!(b.reserve(t0), Duration::ZERO);
-        }
+    fn empty_header_values_do_not_count() {
+        let l = RequestLimiter::new(&config(50.0, true));
+        let mut h = HeaderMap::new();
+        h.insert(FLOW_CONTROL_HEADERS[0], HeaderValue::from_static(""));
+        l.observe(&h);
+        assert!(l.is_limited());
     }
 }

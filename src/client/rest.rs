@@ -9,7 +9,7 @@ use ureq::http;
 use super::auth::Authenticator;
 use super::config::Config;
 use super::metrics::{host_label, RestMetrics, ERROR_CODE};
-use super::ratelimit::TokenBucket;
+use super::ratelimit::RequestLimiter;
 use super::transport::{Canceller, Transport};
 use super::Error;
 use crate::api::Status;
@@ -50,7 +50,7 @@ struct Inner {
     config: Config,
     transport: Transport,
     auth: Authenticator,
-    limiter: TokenBucket,
+    limiter: RequestLimiter,
     metrics: Arc<RestMetrics>,
     /// `host` label of the metrics: the server URL's authority.
     host: String,
@@ -91,7 +91,7 @@ impl Client {
     pub fn new(config: Config) -> Result<Client, Error> {
         let transport = Transport::new(&config)?;
         let auth = Authenticator::new(&config)?;
-        let limiter = TokenBucket::new(config.qps, config.burst);
+        let limiter = RequestLimiter::new(&config);
         let host = host_label(&config.server);
         Ok(Client {
             inner: Arc::new(Inner {
@@ -327,6 +327,7 @@ impl Client {
                 started.elapsed(),
             );
             let resp = result?;
+            self.inner.limiter.observe(resp.headers());
             let code = resp.status().as_u16();
             if (200..300).contains(&code) {
                 return Ok(resp);

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
-use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, ShutdownHandle,
     Transport as UreqTransport,
@@ -109,7 +108,12 @@ fn build_agent(config: &Config, connector: TlsConnector, pooled: bool) -> ureq::
         // A watch connection is used once and closed when the watch ends.
         builder = builder.max_idle_connections(0);
     }
-    ureq::Agent::with_parts(builder.build(), connector, DefaultResolver::default())
+    // Not ureq's DefaultResolver: it starts a thread per request (see resolver.rs).
+    ureq::Agent::with_parts(
+        builder.build(),
+        connector,
+        super::resolver::ServerResolver::default(),
+    )
 }
 
 /// TCP (with cancellation) plus our own rustls handshake, so the verified name can differ

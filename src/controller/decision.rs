@@ -22,6 +22,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::api::{
     APIService, Resource, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START,
@@ -206,10 +207,13 @@ fn fill_type_meta(obj: &mut APIService) {
 }
 
 /// One entry of the desired set.
+///
+/// The object is shared, not copied: the manifest set, the applied set, the controller's
+/// desired set and every sync of the name read the same allocation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
     /// The object as declared; the ownership label is added when it is written.
-    pub object: APIService,
+    pub object: Arc<APIService>,
     /// How it is kept.
     pub mode: SyncMode,
 }
@@ -217,9 +221,26 @@ pub struct Desired {
 impl Desired {
     /// A desired entry for `obj` in `mode` (the caller's object is not changed).
     pub fn new(obj: &APIService, mode: SyncMode) -> Desired {
-        let mut object = obj.clone();
-        fill_type_meta(&mut object);
-        Desired { object, mode }
+        Desired::owned(obj.clone(), mode)
+    }
+
+    /// A desired entry made of `obj` itself (no copy).
+    pub fn owned(mut obj: APIService, mode: SyncMode) -> Desired {
+        fill_type_meta(&mut obj);
+        Desired {
+            object: Arc::new(obj),
+            mode,
+        }
+    }
+
+    /// A desired entry sharing `obj` when it already carries its apiVersion and kind (a
+    /// manifest's entry does); else a completed copy, as [`new`](Self::new).
+    pub fn shared(obj: Arc<APIService>, mode: SyncMode) -> Desired {
+        if obj.api_version.is_empty() || obj.kind.is_empty() {
+            Desired::owned(Arc::unwrap_or_clone(obj), mode)
+        } else {
+            Desired { object: obj, mode }
+        }
     }
 }
 
@@ -848,10 +869,9 @@ mod tests {
         let own = Ownership::default();
         let d = desired(SyncMode::Always);
         let mut curr = cached(None, "stale");
-        curr.metadata.extra.insert(
-            "managedFields".into(),
-            json!([{"manager": "helm", "operation": "Update", "time": "2026-01-01T00:00:00Z"}]),
-        );
+        curr.metadata.managed_fields = Some(crate::api::RawJson::from_value(&json!([
+            {"manager": "helm", "operation": "Update", "time": "2026-01-01T00:00:00Z"}
+        ])));
         let got = decide(&own, &facts(Some(&d), &curr, false, false));
         let Action::Blocked(why) = &got.action else {
             panic!("expected blocked: {got:?}");

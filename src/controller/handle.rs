@@ -202,13 +202,17 @@ impl Controller {
     }
 
     /// Registers `obj` to be synced once, when the controller starts (label `onstart`).
-    pub fn add_api_service_to_sync_on_start(&self, obj: APIService) {
-        self.add(obj, SyncMode::OnStart);
+    ///
+    /// An `Arc` is shared as it is, not copied.
+    pub fn add_api_service_to_sync_on_start(&self, obj: impl Into<Arc<APIService>>) {
+        self.add(obj.into(), SyncMode::OnStart);
     }
 
     /// Registers `obj` to be kept in sync continuously (label `true`).
-    pub fn add_api_service_to_sync(&self, obj: APIService) {
-        self.add(obj, SyncMode::Always);
+    ///
+    /// An `Arc` is shared as it is, not copied.
+    pub fn add_api_service_to_sync(&self, obj: impl Into<Arc<APIService>>) {
+        self.add(obj.into(), SyncMode::Always);
     }
 
     /// Stops syncing `name`; a managed object left behind is deleted (unless that
@@ -220,7 +224,7 @@ impl Controller {
         self.inner.queue.add(name.to_string());
     }
 
-    fn add(&self, obj: APIService, mode: SyncMode) {
+    fn add(&self, obj: Arc<APIService>, mode: SyncMode) {
         let name = obj.metadata.name.clone().unwrap_or_default();
         if name.is_empty() {
             // Nothing to key it by; the API would refuse it anyway.
@@ -230,7 +234,7 @@ impl Controller {
         let was_empty = self.inner.state.desired_is_empty();
         self.inner
             .state
-            .set_desired(name.clone(), Desired::new(&obj, mode));
+            .set_desired(name.clone(), Desired::shared(obj, mode));
         self.inner.queue.add(name);
         if was_empty {
             // The empty-set guard may be holding leftovers: with a set again, decide them anew.

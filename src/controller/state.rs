@@ -136,7 +136,12 @@ impl State {
         let mut newly_blocked = false;
         match outcome {
             Outcome::Synced => {
-                self.synced_once.lock().insert(name.to_string());
+                // Most outcomes are repeats (a watch event for our own write): no new String.
+                let mut synced = self.synced_once.lock();
+                if !synced.contains(name) {
+                    synced.insert(name.to_string());
+                }
+                drop(synced);
                 self.failures.lock().remove(name);
                 self.blocked.lock().remove(name);
             }

@@ -366,9 +366,13 @@ pub(crate) fn write_response<W: Write>(
     w.flush()
 }
 
-/// Writes the head of a chunked answer (a watch).
-pub(crate) fn write_chunked_head<W: Write>(w: &mut W, content_type: &str) -> io::Result<()> {
-    let h = head(200, content_type, &[], true) + "Transfer-Encoding: chunked\r\n\r\n";
+/// Writes the head of a chunked answer (a watch) with `headers`.
+pub(crate) fn write_chunked_head<W: Write>(
+    w: &mut W,
+    content_type: &str,
+    headers: &[(&'static str, String)],
+) -> io::Result<()> {
+    let h = head(200, content_type, headers, true) + "Transfer-Encoding: chunked\r\n\r\n";
     w.write_all(h.as_bytes())?;
     w.flush()
 }
@@ -378,6 +382,21 @@ pub(crate) fn write_chunk<W: Write>(w: &mut W, data: &[u8]) -> io::Result<()> {
     let mut out = format!("{:x}\r\n", data.len()).into_bytes();
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
+    w.write_all(&out)?;
+    w.flush()
+}
+
+/// Writes several chunks with one write and one flush.
+pub(crate) fn write_chunks<W: Write>(
+    w: &mut W,
+    chunks: impl Iterator<Item = Vec<u8>>,
+) -> io::Result<()> {
+    let mut out = Vec::new();
+    for data in chunks {
+        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        out.extend_from_slice(&data);
+        out.extend_from_slice(b"\r\n");
+    }
     w.write_all(&out)?;
     w.flush()
 }

@@ -122,6 +122,7 @@ pub struct Builder {
     history: usize,
     bookmark_interval: Duration,
     log_capacity: usize,
+    flow_control: bool,
     kube_apiserver: bool,
     crd_groups: Vec<(String, String)>,
 }
@@ -136,6 +137,7 @@ impl Default for Builder {
             history: DEFAULT_HISTORY,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             log_capacity: DEFAULT_LOG_CAPACITY,
+            flow_control: true,
             kube_apiserver: false,
             crd_groups: Vec::new(),
         }
@@ -182,6 +184,13 @@ impl Builder {
         self
     }
 
+    /// Answer API requests with API Priority and Fairness headers (`X-Kubernetes-PF-*`), as
+    /// every kube-apiserver since 1.20 does (default on); off plays an older or proxied server.
+    pub fn flow_control(mut self, on: bool) -> Self {
+        self.flow_control = on;
+        self
+    }
+
     /// Most request records kept (counters are unbounded).
     pub fn log_capacity(mut self, n: usize) -> Self {
         self.log_capacity = n;
@@ -224,7 +233,7 @@ impl Builder {
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{addr}");
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             store::Store::new(self.history),
             requestlog::RequestLog::new(self.log_capacity),
             self.token.clone(),
@@ -233,7 +242,9 @@ impl Builder {
             self.bookmark_interval,
             self.kube_apiserver
                 .then(|| kas::KubeApiserver::new(&self.crd_groups)),
-        ));
+        );
+        shared.flow_control = self.flow_control;
+        let shared = Arc::new(shared);
         if let Err(e) = kas::KubeApiserver::start(&shared) {
             shared.store.shutdown();
             return Err(e);

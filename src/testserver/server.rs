@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) addr: SocketAddr,
     pub(crate) bookmark_interval: Duration,
+    /// Send API Priority and Fairness headers on API answers.
+    pub(crate) flow_control: bool,
     /// kube-apiserver mode's controller, when on.
     pub(crate) kas: Option<super::kas::KubeApiserver>,
     pub(crate) stopping: AtomicBool,
@@ -36,7 +38,29 @@ pub(crate) struct Shared {
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
+/// The UIDs kube-apiserver's APF filter reports: which FlowSchema and PriorityLevel
+/// classified the request (fixed here; a real server names its objects' UIDs).
+const FLOW_SCHEMA_UID: &str = "6e4d6f53-7465-7374-2d66-6c6f77736368";
+const PRIORITY_LEVEL_UID: &str = "6e4d6f53-7465-7374-2d70-72696f726974";
+
 impl Shared {
+    /// The API Priority and Fairness headers of an API answer (none when flow control is off).
+    pub(crate) fn flow_control_headers(&self) -> Vec<(&'static str, String)> {
+        if !self.flow_control {
+            return Vec::new();
+        }
+        vec![
+            (
+                "X-Kubernetes-PF-FlowSchema-UID",
+                FLOW_SCHEMA_UID.to_string(),
+            ),
+            (
+                "X-Kubernetes-PF-PriorityLevel-UID",
+                PRIORITY_LEVEL_UID.to_string(),
+            ),
+        ]
+    }
+
     /// Fresh state for a server on `addr`.
     pub(crate) fn new(
         store: Store,
@@ -55,6 +79,8 @@ impl Shared {
             tls,
             addr,
             bookmark_interval,
+            // Every kube-apiserver since 1.20 does flow control; the Builder may say otherwise.
+            flow_control: true,
             kas,
             stopping: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
@@ -361,6 +387,7 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
             resp.body.resize(resp.body.len() + pad, b' ');
         }
     }
+    resp.headers.extend(shared.flow_control_headers());
     rec.code = resp.code;
     shared.log.push(rec);
     let cut = shared.faults.take_cut();
@@ -437,7 +464,8 @@ fn serve_watch(
     let wr = match watch::parse(req) {
         Ok(w) => w,
         Err(e) => {
-            let resp = status_response(&e);
+            let mut resp = status_response(&e);
+            resp.headers.extend(shared.flow_control_headers());
             rec.code = resp.code;
             shared.log.push(rec);
             http::write_response(reader.get_mut(), &resp, req.keep_alive, false)?;

@@ -116,7 +116,7 @@ pub(crate) fn serve<W: Write>(
     if let Some(limit) = shared.faults.watch_limit() {
         deadline = deadline.min(start + limit);
     }
-    http::write_chunked_head(w, "application/json")?;
+    http::write_chunked_head(w, "application/json", &shared.flow_control_headers())?;
     if wr.resource_version.is_some() && shared.faults.take_expire() {
         let rv = wr.resource_version.unwrap_or(0);
         error_event(
@@ -166,8 +166,10 @@ pub(crate) fn serve<W: Write>(
             let st = store.state.lock();
             st.shutdown || st.epoch != epoch
         });
-        for line in pending.drain(..) {
-            http::write_chunk(w, &line)?;
+        // One write for everything pending (one chunk per event, as the real server frames
+        // them): a burst of creates costs the watcher a few syscalls, not one per event.
+        if !pending.is_empty() {
+            http::write_chunks(w, pending.drain(..))?;
         }
         let now = Instant::now();
         if now >= deadline {
@@ -184,20 +186,21 @@ pub(crate) fn serve<W: Write>(
             next_bookmark = deadline_after(now, shared.bookmark_interval);
         }
         let mut st = store.state.lock();
+        // Events to send, serialized once the lock is released (creates wait on that lock).
+        let mut ready: Vec<(&'static str, Arc<Event>)> = Vec::new();
         loop {
             if st.shutdown || st.epoch != epoch {
                 return Ok(End::Drop);
             }
             let from = st.history.partition_point(|e| e.rv <= cursor);
-            let new: Vec<Arc<Event>> = st.history.iter().skip(from).cloned().collect();
-            if !new.is_empty() || st.rv > cursor {
-                for ev in &new {
+            if from < st.history.len() || st.rv > cursor {
+                for ev in st.history.iter().skip(from) {
                     if let Some(t) = view(ev, kind, ns, &wr.selector) {
-                        pending.push(event_line(t, &ev.obj));
+                        ready.push((t, ev.clone()));
                     }
                 }
                 cursor = st.rv;
-                if !pending.is_empty() {
+                if !ready.is_empty() {
                     break;
                 }
             }
@@ -211,5 +214,7 @@ pub(crate) fn serve<W: Write>(
             }
             store.wait(&mut st, wake - now);
         }
+        drop(st);
+        pending.extend(ready.iter().map(|(t, ev)| event_line(t, &ev.obj)));
     }
 }

@@ -53,41 +53,16 @@ pub fn parse_file(
 ) -> Result<Vec<Manifest>, Vec<ManifestError>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let is_json = file.extension().is_some_and(|e| e == "json");
-    // Parsed documents (or their errors) with their place, then their objects.
-    let mut docs: Vec<(Result<Value, ManifestError>, Option<usize>, usize)> = Vec::new();
-    if is_json {
-        match serde_json::from_str::<Value>(text) {
-            Ok(doc) => docs.push((Ok(doc), None, first_content_line(text))),
-            Err(e) => docs.push((
-                Err(ManifestError {
-                    file: file.to_path_buf(),
-                    document: None,
-                    line: Some(e.line()),
-                    message: format!("invalid JSON: {e}"),
-                }),
-                None,
-                e.line(),
-            )),
-        }
-    } else {
-        for doc in documents::split(text) {
-            let value = yaml_to_json(&doc.text).map_err(|(line, message)| ManifestError {
-                file: file.to_path_buf(),
-                document: Some(doc.index),
-                line: Some(line.map_or(doc.line, |l| l + doc.offset)),
-                message,
-            });
-            docs.push((value, Some(doc.index), doc.line));
-        }
-    }
     let mut found = Vec::new();
     let mut errors = Vec::new();
-    for (value, document, line) in docs {
+    // Each document becomes its objects before the next is parsed: only one document's
+    // `Value` tree is alive at a time (10,000 of them at once were most of a start's peak).
+    let mut take = |value: Result<Value, ManifestError>, document: Option<usize>, line: usize| {
         let value = match value {
             Ok(value) => value,
             Err(e) => {
                 errors.push(e);
-                continue;
+                return;
             }
         };
         for res in object::expand(value) {
@@ -95,7 +70,7 @@ pub fn parse_file(
                 Ok(obj) => {
                     let mode = manifest_mode(&obj, label_key);
                     found.push(Manifest {
-                        desired: Desired::new(&obj, mode),
+                        desired: Desired::owned(obj, mode),
                         file: file.to_path_buf(),
                         document,
                         line,
@@ -108,6 +83,31 @@ pub fn parse_file(
                     message,
                 }),
             }
+        }
+    };
+    if is_json {
+        match serde_json::from_str::<Value>(text) {
+            Ok(doc) => take(Ok(doc), None, first_content_line(text)),
+            Err(e) => take(
+                Err(ManifestError {
+                    file: file.to_path_buf(),
+                    document: None,
+                    line: Some(e.line()),
+                    message: format!("invalid JSON: {e}"),
+                }),
+                None,
+                e.line(),
+            ),
+        }
+    } else {
+        for doc in documents::split(text) {
+            let value = yaml_to_json(&doc.text).map_err(|(line, message)| ManifestError {
+                file: file.to_path_buf(),
+                document: Some(doc.index),
+                line: Some(line.map_or(doc.line, |l| l + doc.offset)),
+                message,
+            });
+            take(value, Some(doc.index), doc.line);
         }
     }
     errors.extend(duplicates(&found));

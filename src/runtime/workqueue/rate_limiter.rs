@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use crate::runtime::clock::{Clock, RealClock};
+use crate::token_bucket::TokenBucket;
 
 /// Decides how long an item waits before it is retried.
 pub trait RateLimiter<T>: Send + Sync {
@@ -73,24 +74,14 @@ impl<T: Clone + Eq + Hash + Send> RateLimiter<T> for ItemExponentialFailureRateL
 ///
 /// Like golang.org/x/time/rate's `Reserve`: the n-th add beyond the burst waits n/qps.
 pub struct BucketRateLimiter {
-    /// Nanoseconds per token; zero means no limit.
-    interval: u128,
-    /// Credit is measured in nanoseconds of refill: a full bucket holds `burst × interval`.
-    capacity: i128,
+    bucket: TokenBucket,
     clock: Arc<dyn Clock>,
-    state: Mutex<BucketState>,
-}
-
-struct BucketState {
-    credit: i128,
-    last: Instant,
 }
 
 impl std::fmt::Debug for BucketRateLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BucketRateLimiter")
-            .field("interval_nanos", &self.interval)
-            .field("capacity", &self.capacity)
+            .field("unlimited", &self.bucket.is_unlimited())
             .finish_non_exhaustive()
     }
 }
@@ -105,43 +96,19 @@ impl BucketRateLimiter {
 
     /// Like [`new`](Self::new), timing with `clock`.
     pub fn with_clock(qps: f64, burst: u32, clock: Arc<dyn Clock>) -> Self {
-        // Integer nanoseconds keep the arithmetic exact: 10/s is exactly 100 ms per token.
-        let interval = if qps > 0.0 && qps.is_finite() {
-            (1e9 / qps).round() as u128
-        } else {
-            0
-        };
-        let capacity = i128::from(burst) * interval as i128;
-        let last = clock.now();
         BucketRateLimiter {
-            interval,
-            capacity,
+            bucket: TokenBucket::new(qps, burst, clock.now()),
             clock,
-            state: Mutex::new(BucketState {
-                credit: capacity,
-                last,
-            }),
         }
     }
 }
 
 impl<T> RateLimiter<T> for BucketRateLimiter {
     fn when(&self, _item: &T) -> Duration {
-        if self.interval == 0 {
+        if self.bucket.is_unlimited() {
             return Duration::ZERO;
         }
-        let now = self.clock.now();
-        let mut s = self.state.lock();
-        let elapsed = now.saturating_duration_since(s.last).as_nanos() as i128;
-        s.last = s.last.max(now);
-        s.credit = (s.credit + elapsed).min(self.capacity) - self.interval as i128;
-        if s.credit >= 0 {
-            Duration::ZERO
-        } else {
-            // The debt is what later callers queue behind: each reserves the next slot.
-            let wait = s.credit.unsigned_abs();
-            Duration::new((wait / 1_000_000_000) as u64, (wait % 1_000_000_000) as u32)
-        }
+        self.bucket.reserve(self.clock.now())
     }
 
     fn forget(&self, _item: &T) {}

@@ -28,8 +28,11 @@ pub struct Bounds {
     /// a restart starts the backoff afresh (another ~9). 30 is far below any hot loop
     /// (a 429 with Retry-After 0 retried thousands of times a second).
     pub per_key_writes_per_sec: usize,
-    /// Requests of all kinds within any 1 s window: the REST client allows QPS 50 with
-    /// a burst of 100 per process; one restart in the window brings a fresh burst.
+    /// Requests of all kinds within any 1 s window. Without flow-control headers the
+    /// REST client allows QPS 50 with a burst of 100 per process (a restart in the window
+    /// brings a fresh burst: 250); with them (the test server's default) the client does
+    /// not throttle and the per-key bound over the 7 names (210) plus lists and watches
+    /// bounds it the same.
     pub requests_per_sec: usize,
     /// Lists within any 1 s window: each needs a 410 or a failure first, and failures
     /// back off from 800 ms; a schedule arms at most a few 410s per second.

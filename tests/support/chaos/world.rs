@@ -194,7 +194,7 @@ impl World {
             specs: r
                 .desired
                 .into_iter()
-                .map(|(k, d)| (k, d.object.spec))
+                .map(|(k, d)| (k, d.object.spec.clone()))
                 .collect(),
             ambiguous: !r.errors.is_empty(),
         });
