@@ -10,7 +10,7 @@ MUSL_CC ?= $(shell command -v x86_64-linux-musl-gcc || command -v musl-gcc || ec
 TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 STATIC_BIN = $(TARGET_DIR)/$(STATIC_TARGET)/release/autoregister
 
-.PHONY: build test demo static image bench bench-micro fmt clippy
+.PHONY: build test demo static image bench bench-micro fmt clippy chaos
 
 build:
 	$(CARGO) build --release
@@ -19,6 +19,12 @@ test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features testing -- -D warnings
 	$(CARGO) test --features testing
+
+# Long chaos runs: `make chaos SEEDS=1000` (CHAOS_FIRST=N starts elsewhere); a failing
+# seed prints the one command that replays it.
+SEEDS ?= 500
+chaos:
+	CHAOS_SEEDS=$(SEEDS) $(CARGO) test --features testing --test chaos -- --nocapture
 
 demo:
 	$(CARGO) build --bin autoregister

@@ -393,6 +393,47 @@ fn client_certificate_authenticates_and_its_absence_fails() {
 }
 
 #[test]
+fn an_expired_server_certificate_is_refused_naming_the_expiry() {
+    let ca = Ca::new();
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    p.not_before = rcgen::date_time_ymd(2000, 1, 1);
+    p.not_after = rcgen::date_time_ymd(2000, 12, 31);
+    let cert = p.signed_by(&key, &ca.cert, &ca.key).unwrap();
+    let issued = Issued {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        cert_der: cert.der().clone(),
+        key_der: PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+    };
+    let server = Server::start(Some(server_tls(&issued, None)), ok_handler());
+    let mut config = Config::new(server.url("https"));
+    config.tls.ca_pem = Some(ca.pem());
+    match get(config) {
+        Err(Error::Tls(m)) => assert!(m.contains("expired"), "{m}"),
+        other => panic!("want Error::Tls, got {other:?}"),
+    }
+    assert!(
+        server.seen.lock().unwrap().requests.is_empty(),
+        "no request crossed the refused handshake"
+    );
+}
+
+#[test]
+fn a_client_key_that_does_not_match_its_certificate_is_refused_before_connecting() {
+    let ca = Ca::new();
+    let id = ca.issue(&["me"], true, &rcgen::PKCS_ECDSA_P256_SHA256);
+    let other = ca.issue(&["me"], true, &rcgen::PKCS_ECDSA_P256_SHA256);
+    let mut config = Config::new("https://127.0.0.1:1");
+    config.tls.client_cert_pem = Some(id.cert_pem.into_bytes());
+    config.tls.client_key_pem = Some(other.key_pem.into_bytes());
+    match Client::new(config).err() {
+        Some(Error::Config(m)) => assert!(m.contains("does not match"), "{m}"),
+        other => panic!("want Error::Config, got {other:?}"),
+    }
+}
+
+#[test]
 fn unusable_tls_material_is_a_config_error() {
     let mut config = Config::new("https://127.0.0.1:1");
     config.tls.ca_pem = Some(b"not a certificate".to_vec());

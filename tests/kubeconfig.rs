@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use autoregister::client::{AuthConfig, Config, ConfigError, ConnectOptions, InferEnv};
 
 /// A fresh directory for one test.
+/// A PEM block (the kubeconfig checks the CA is PEM; its X.509 content is checked later).
+const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nQ0EgUEVN\n-----END CERTIFICATE-----\n";
+
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ar-kubeconfig-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -251,7 +254,7 @@ fn nothing_found_is_an_error() {
 fn relative_paths_resolve_against_the_kubeconfig_directory() {
     let dir = temp_dir("relative");
     let sub = dir.join("sub");
-    write(&sub.join("pki/ca.pem"), "CA PEM");
+    write(&sub.join("pki/ca.pem"), CA_PEM);
     write(&sub.join("pki/client.pem"), "CLIENT CERT");
     write(&sub.join("pki/client.key"), "CLIENT KEY");
     let kc = write(
@@ -295,7 +298,7 @@ current-context: files
     // Read from another working directory's point of view: paths must not depend on cwd.
     let env = env_with(&dir, &[&kc]);
     let c = infer(&ConnectOptions::default(), &env);
-    assert_eq!(c.tls.ca_pem.as_deref(), Some(&b"CA PEM"[..]));
+    assert_eq!(c.tls.ca_pem.as_deref(), Some(CA_PEM.as_bytes()));
     assert_eq!(c.tls.client_cert_pem.as_deref(), Some(&b"CLIENT CERT"[..]));
     assert_eq!(c.tls.client_key_pem.as_deref(), Some(&b"CLIENT KEY"[..]));
     match &c.auth {
@@ -335,7 +338,7 @@ clusters:
 - name: c
   cluster:
     server: https://c
-    certificate-authority-data: Q0EgREFUQQ==
+    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClEwRWdSRUZVUVE9PQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==
     insecure-skip-tls-verify: false
     tls-server-name: api.internal
     unknown-field: ignored
@@ -354,7 +357,10 @@ current-context: c
     );
     let env = env_with(&dir, &[&kc]);
     let c = infer(&ConnectOptions::default(), &env);
-    assert_eq!(c.tls.ca_pem.as_deref(), Some(&b"CA DATA"[..]));
+    assert_eq!(
+        c.tls.ca_pem.as_deref(),
+        Some(&b"-----BEGIN CERTIFICATE-----\nQ0EgREFUQQ==\n-----END CERTIFICATE-----\n"[..])
+    );
     assert!(!c.tls.insecure_skip_verify);
     assert_eq!(c.tls.server_name.as_deref(), Some("api.internal"));
     assert!(matches!(&c.auth, AuthConfig::Basic { username, password }

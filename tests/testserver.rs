@@ -1402,3 +1402,24 @@ fn strict_field_validation_refuses_unknown_fields() {
         "kept as given without Strict"
     );
 }
+
+#[test]
+fn body_over_the_limit_is_413_with_a_status_and_the_server_keeps_serving() {
+    let s = TestServer::start();
+    let api = api(&s);
+    let mut big = svc("big.example.com");
+    big.metadata.annotations = Some([("pad".to_string(), "x".repeat(17 << 20))].into());
+    // Through the real client: it writes the whole body, then reads the answer (the
+    // server used to close at once and the client saw "Broken pipe").
+    let e = api.create(&big).unwrap_err();
+    assert_eq!(status_of(&e), (413, "RequestEntityTooLarge".into()), "{e}");
+    assert!(e.to_string().contains("limit"), "{e}");
+    // Chunked with an absurd chunk size: answered 413 too, without reading it all.
+    let mut c = std::net::TcpStream::connect(s.addr()).unwrap();
+    c.write_all(b"POST /apis/apiregistration.k8s.io/v1/apiservices HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2000000\r\nxx")
+        .unwrap();
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 413");
+    api.create(&svc("small.example.com")).unwrap();
+}

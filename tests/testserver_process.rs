@@ -196,3 +196,68 @@ fn process_refuses_crd_groups_without_the_mode_or_malformed() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("crd-group"));
     }
 }
+
+#[test]
+fn process_with_client_ca_refuses_a_client_without_a_certificate() {
+    let dir = std::env::temp_dir().join(format!("autoregister-tsproc-ca-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let client_ca = p.self_signed(&key).unwrap();
+    std::fs::write(dir.join("clients.crt"), client_ca.pem()).unwrap();
+    let tls_dir = dir.join("tls");
+    let mut child = Command::new(BIN)
+        .args(["--addr", "127.0.0.1:0", "--client-ca"])
+        .arg(dir.join("clients.crt"))
+        .arg("--tls-dir")
+        .arg(&tls_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first.trim().trim_start_matches("https://").to_string();
+    let ca = std::fs::read(tls_dir.join("ca.crt")).unwrap();
+    // The handshake fails: no HTTP answer at all (the write or the read fails, as the
+    // server's alert arrives).
+    let answer = (|| -> std::io::Result<String> {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls_pki_types::CertificateDer::from_pem_slice(&ca).unwrap())
+            .unwrap();
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let conn = rustls::ClientConnection::new(Arc::new(cfg), name).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, std::net::TcpStream::connect(&addr)?);
+        tls.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+        let mut out = Vec::new();
+        tls.read_to_end(&mut out)?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    })();
+    assert!(
+        answer.as_deref().map_or(true, str::is_empty),
+        "a client without a certificate got an answer: {answer:?}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    // A missing --client-ca file is bad usage.
+    let out = Command::new(BIN)
+        .args(["--client-ca", "/nonexistent/clients.crt"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/clients.crt"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR]
-//!                         [--token TOKEN] [--history N] [--no-flow-control]
+//!                         [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control]
 //!                         [--kube-apiserver [--crd-group GROUP/VERSION]...]
 //! ```
 //!
@@ -19,12 +19,13 @@ use std::process::ExitCode;
 
 use autoregister::testserver::TestServer;
 
-const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--token TOKEN] [--history N] [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
+const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
 
 struct Args {
     addr: String,
     kubeconfig_out: Option<PathBuf>,
     tls_dir: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
     token: Option<String>,
     history: Option<usize>,
     flow_control: bool,
@@ -38,6 +39,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         addr: "127.0.0.1:0".into(),
         kubeconfig_out: None,
         tls_dir: None,
+        client_ca: None,
         token: None,
         history: None,
         flow_control: true,
@@ -50,6 +52,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("addr") => args.addr = parser.value()?.string()?,
             Long("kubeconfig-out") => args.kubeconfig_out = Some(parser.value()?.into()),
             Long("tls-dir") => args.tls_dir = Some(parser.value()?.into()),
+            Long("client-ca") => args.client_ca = Some(parser.value()?.into()),
             Long("token") => args.token = Some(parser.value()?.string()?),
             Long("history") => args.history = Some(parser.value()?.parse()?),
             Long("no-flow-control") => args.flow_control = false,
@@ -99,6 +102,19 @@ fn main() -> ExitCode {
         .addr(args.addr.clone())
         .tls(args.tls_dir.is_some())
         .flow_control(args.flow_control);
+
+    if let Some(path) = &args.client_ca {
+        match std::fs::read(path) {
+            Ok(pem) => builder = builder.client_ca(pem),
+            Err(e) => {
+                eprintln!(
+                    "autoregister-testserver: cannot read --client-ca {}: {e}",
+                    path.display()
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
     if let Some(t) = &args.token {
         builder = builder.token(t.clone());
     }

@@ -254,6 +254,17 @@ fn cluster_tls(name: &str, c: &Entry<Cluster>) -> Result<TlsConfig, ConfigError>
         server_name: c.value.tls_server_name.clone().filter(|s| !s.is_empty()),
         ..TlsConfig::default()
     };
+    if let Some(pem) = &tls.ca_pem {
+        let source = match &c.value.certificate_authority_data {
+            Some(d) if !d.trim().is_empty() => "certificate-authority-data".to_string(),
+            _ => match &c.value.certificate_authority {
+                Some(p) => format!("certificate-authority {}", p.display()),
+                None => "certificate-authority".to_string(),
+            },
+        };
+        pem_certificates(pem)
+            .map_err(|m| ConfigError::in_file(&c.file, format!("{what}: {source}: {m}")))?;
+    }
     if c.value.insecure_skip_tls_verify == Some(true) {
         log::warn!(
             "{what} in {}: insecure-skip-tls-verify is set, the server's certificate is not checked",
@@ -334,6 +345,25 @@ fn exec_config(e: &Exec) -> Result<ExecConfig, String> {
         provide_cluster_info: e.provide_cluster_info,
         interactive_mode: e.interactive_mode.clone().filter(|m| !m.is_empty()),
     })
+}
+
+/// Checks that `bytes` hold at least one PEM certificate and nothing unreadable, so a
+/// DER or garbage CA is refused here, naming the file, rather than later without a name.
+fn pem_certificates(bytes: &[u8]) -> Result<(), String> {
+    use rustls_pki_types::pem::PemObject;
+    let mut n = 0;
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(bytes) {
+        cert.map_err(|e| format!("not a readable PEM certificate: {e}"))?;
+        n += 1;
+    }
+    if n == 0 {
+        return Err(
+            "not PEM: no \"-----BEGIN CERTIFICATE-----\" block (a DER file must be converted: \
+             openssl x509 -inform der -in FILE)"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// Inline base64 `*-data` wins over the file, as in kubectl.

@@ -64,7 +64,14 @@ pub(crate) fn client_config(
                 .map_err(|e| Error::Config(format!("client key: {e}")))?;
             builder
                 .with_client_auth_cert(chain, key)
-                .map_err(|e| Error::Config(format!("client certificate/key: {e}")))?
+                .map_err(|e| match e {
+                    rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+                        Error::Config(
+                            "client certificate/key: the key does not match the certificate".into(),
+                        )
+                    }
+                    e => Error::Config(format!("client certificate/key: {e}")),
+                })?
         }
         (None, None) => match client_cert {
             Some(resolver) => builder.with_client_cert_resolver(resolver),

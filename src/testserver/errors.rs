@@ -179,6 +179,11 @@ pub(crate) fn bad_request(message: impl Into<String>) -> ApiErr {
     plain(400, "BadRequest", message)
 }
 
+/// 413 RequestEntityTooLarge, as kube-apiserver answers a body over its limit.
+pub(crate) fn too_large(message: impl Into<String>) -> ApiErr {
+    plain(413, "RequestEntityTooLarge", message)
+}
+
 /// 401 Unauthorized.
 pub(crate) fn unauthorized() -> ApiErr {
     plain(401, "Unauthorized", "Unauthorized")
@@ -247,7 +252,7 @@ pub(crate) fn internal(message: impl Into<String>) -> ApiErr {
 }
 
 /// An injected failure: 429 TooManyRequests with Retry-After, or 5xx.
-pub(crate) fn injected(code: u16, retry_after: u32) -> ApiErr {
+pub(crate) fn injected(code: u16, retry_after: Option<u32>) -> ApiErr {
     let mut e = match code {
         429 => plain(
             429,
@@ -270,10 +275,10 @@ pub(crate) fn injected(code: u16, retry_after: u32) -> ApiErr {
             "Internal error occurred: injected failure",
         ),
     };
-    if code == 429 || code == 503 {
-        e.retry_after = Some(retry_after);
+    if let (429 | 503, Some(secs)) = (code, retry_after) {
+        e.retry_after = Some(secs);
         e.status.details = Some(StatusDetails {
-            retry_after_seconds: Some(retry_after),
+            retry_after_seconds: Some(secs),
             ..Default::default()
         });
     }

@@ -1,4 +1,5 @@
-//! Fault injection: latency, failing requests, watch cuts, forced 410s, cut bodies, pause.
+//! Fault injection: latency, failing requests, watch cuts, forced 410s, cut or padded
+//! bodies, pause.
 
 use std::time::Duration;
 
@@ -20,9 +21,14 @@ struct FaultState {
     fail_fraction: f64,
     fail_fraction_code: u16,
     retry_after: Option<u32>,
+    omit_retry_after: bool,
+    watches_stalled: bool,
     close_watches_after: Option<Duration>,
     expire_next_watches: usize,
     cut_next_responses: usize,
+    pad_next_lists: usize,
+    race_next_updates: usize,
+    pad_to_bytes: usize,
     paused: bool,
 }
 
@@ -66,7 +72,22 @@ impl Faults {
 
     /// The `Retry-After` seconds sent with injected 429/503 answers.
     pub fn set_retry_after(&self, secs: u32) {
-        self.state.lock().retry_after = Some(secs);
+        let mut s = self.state.lock();
+        s.retry_after = Some(secs);
+        s.omit_retry_after = false;
+    }
+
+    /// Injected 429/503 answers carry no `Retry-After` (nor `retryAfterSeconds`), as
+    /// some proxies send them; [`set_retry_after`](Self::set_retry_after) undoes it.
+    pub fn omit_retry_after(&self) {
+        self.state.lock().omit_retry_after = true;
+    }
+
+    /// While on, open watches stay connected but deliver nothing (no events, no
+    /// bookmarks): a stalled stream. Events held back are delivered when it is turned off.
+    pub fn stall_watches(&self, on: bool) {
+        self.state.lock().watches_stalled = on;
+        self.resumed.notify_all();
     }
 
     /// Ends every watch stream (cleanly) this long after it started; `None` turns it off.
@@ -82,6 +103,22 @@ impl Faults {
     /// The next API answer stops half way through its body and the connection is dropped.
     pub fn cut_next_response(&self) {
         self.state.lock().cut_next_responses += 1;
+    }
+
+    /// The next `count` updates lose a race: just before each is applied, another writer
+    /// changes the object (an annotation), so it meets a real 409 Conflict (when it names
+    /// a resourceVersion) and watches see the change, as on a busy cluster. (An injected
+    /// 409 from [`fail_next_verb`](Self::fail_next_verb) comes with no change at all.)
+    pub fn race_next_updates(&self, count: usize) {
+        self.state.lock().race_next_updates += count;
+    }
+
+    /// The next `count` successful list answers are padded with trailing spaces to
+    /// `to_bytes` (still valid JSON): a server answer larger than a client's limit.
+    pub fn pad_next_lists(&self, count: usize, to_bytes: usize) {
+        let mut s = self.state.lock();
+        s.pad_next_lists = count;
+        s.pad_to_bytes = to_bytes;
     }
 
     /// Accepts connections and reads requests but answers nothing until [`resume`](Self::resume).
@@ -114,6 +151,14 @@ impl Faults {
         }
     }
 
+    /// For a watch: blocks while paused or stalled; returns early on `stop()`.
+    pub(crate) fn wait_watch_flowing(&self, stop: impl Fn() -> bool) {
+        let mut s = self.state.lock();
+        while (s.paused || s.watches_stalled) && !stop() {
+            self.resumed.wait_for(&mut s, Duration::from_millis(50));
+        }
+    }
+
     /// Wakes paused connections so they notice a restart or shutdown.
     pub(crate) fn wake(&self) {
         self.resumed.notify_all();
@@ -124,10 +169,10 @@ impl Faults {
         self.state.lock().latency
     }
 
-    /// An injected failure for this request, as (code, Retry-After seconds), if any.
-    pub(crate) fn take_failure(&self, verb: &str) -> Option<(u16, u32)> {
+    /// An injected failure for this request, as (code, Retry-After seconds or none), if any.
+    pub(crate) fn take_failure(&self, verb: &str) -> Option<(u16, Option<u32>)> {
         let mut s = self.state.lock();
-        let retry = s.retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
+        let retry = (!s.omit_retry_after).then(|| s.retry_after.unwrap_or(DEFAULT_RETRY_AFTER));
         if let Some(i) = s
             .fail_next
             .iter()
@@ -152,6 +197,28 @@ impl Faults {
             true
         } else {
             false
+        }
+    }
+
+    /// Whether this update must lose a race (consumes the fault).
+    pub(crate) fn take_race(&self) -> bool {
+        let mut s = self.state.lock();
+        if s.race_next_updates > 0 {
+            s.race_next_updates -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The size to pad this list answer to, if it must be (consumes the fault).
+    pub(crate) fn take_pad(&self) -> Option<usize> {
+        let mut s = self.state.lock();
+        if s.pad_next_lists > 0 {
+            s.pad_next_lists -= 1;
+            Some(s.pad_to_bytes)
+        } else {
+            None
         }
     }
 

@@ -8,6 +8,40 @@ const MAX_HEAD_BYTES: usize = 64 << 10;
 /// Largest request body accepted (the real server's limit is 3 MiB per object; leave room).
 const MAX_BODY_BYTES: usize = 16 << 20;
 
+/// The error inside an `io::Error` when a request body is over [`MAX_BODY_BYTES`]: the
+/// connection answers 413 and reads (discards) what the client still sends, as a real
+/// server does, so the client reads the answer instead of failing with "Broken pipe".
+#[derive(Debug)]
+pub(crate) struct BodyTooLarge {
+    /// Bytes of the body still on the wire, when the request said (Content-Length).
+    pub(crate) unread: Option<u64>,
+}
+
+impl std::fmt::Display for BodyTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "request body over the limit of {MAX_BODY_BYTES} bytes")
+    }
+}
+
+impl std::error::Error for BodyTooLarge {}
+
+impl BodyTooLarge {
+    /// The marker inside `e`, if `e` is one.
+    pub(crate) fn of(e: &io::Error) -> Option<&BodyTooLarge> {
+        e.get_ref().and_then(|inner| inner.downcast_ref())
+    }
+
+    fn error(unread: Option<u64>) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, BodyTooLarge { unread })
+    }
+}
+
+/// Reads and drops up to `limit` bytes, so that a client still sending a refused body
+/// can finish and read the answer; stops at EOF or the first error (a read timeout).
+pub(crate) fn drain<R: Read>(r: &mut R, limit: u64) {
+    let _ = io::copy(&mut r.take(limit), &mut io::sink());
+}
+
 /// A connection, plain or TLS.
 pub(crate) enum Conn {
     /// Plain TCP.
@@ -202,12 +236,13 @@ pub(crate) fn read_request(r: &mut BufReader<Conn>) -> io::Result<Option<Request
     if chunked {
         req.body = read_chunked(r)?;
     } else if let Some(len) = req.header("content-length") {
-        let len: usize = len
+        let len: u64 = len
             .parse()
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad content-length"))?;
-        if len > MAX_BODY_BYTES {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "body too large"));
-        }
+        let len = match usize::try_from(len) {
+            Ok(l) if l <= MAX_BODY_BYTES => l,
+            _ => return Err(BodyTooLarge::error(Some(len))),
+        };
         let mut body = vec![0; len];
         r.read_exact(&mut body)?;
         req.body = body;
@@ -236,7 +271,7 @@ fn read_chunked<R: BufRead>(r: &mut R) -> io::Result<Vec<u8>> {
         }
         // Subtracted, not added: a chunk size of ffffffffffffffff overflowed the sum.
         if size > MAX_BODY_BYTES - body.len() {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "body too large"));
+            return Err(BodyTooLarge::error(None));
         }
         let start = body.len();
         body.resize(start + size, 0);
@@ -258,6 +293,7 @@ pub(crate) fn reason_phrase(code: u16) -> &'static str {
         405 => "Method Not Allowed",
         406 => "Not Acceptable",
         409 => "Conflict",
+        413 => "Payload Too Large",
         410 => "Gone",
         415 => "Unsupported Media Type",
         422 => "Unprocessable Entity",

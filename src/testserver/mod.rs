@@ -119,6 +119,7 @@ pub struct TestServer {
 pub struct Builder {
     addr: String,
     tls: bool,
+    client_ca: Option<Vec<u8>>,
     token: Option<String>,
     history: usize,
     bookmark_interval: Duration,
@@ -133,6 +134,7 @@ impl Default for Builder {
         Builder {
             addr: "127.0.0.1:0".into(),
             tls: false,
+            client_ca: None,
             token: None,
             history: DEFAULT_HISTORY,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
@@ -154,6 +156,15 @@ impl Builder {
     /// Serve HTTPS with a generated CA and certificate for 127.0.0.1/localhost.
     pub fn tls(mut self, on: bool) -> Self {
         self.tls = on;
+        self
+    }
+
+    /// Serve HTTPS (as [`tls`](Self::tls)) and require, in the handshake, a client
+    /// certificate signed by this CA (PEM): x509 client authentication. A bad or missing
+    /// certificate fails the handshake; a token, if also set, is still required.
+    pub fn client_ca(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls = true;
+        self.client_ca = Some(pem.into());
         self
     }
 
@@ -218,7 +229,7 @@ impl Builder {
         let listener = TcpListener::bind(&self.addr)?;
         let addr = listener.local_addr()?;
         let tls = if self.tls {
-            Some(tls::generate()?)
+            Some(tls::generate(self.client_ca.as_deref())?)
         } else {
             None
         };

@@ -141,6 +141,10 @@ pub(crate) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// The most of a refused request body read before closing (a client claiming a
+/// terabyte is cut off here, as by any server).
+const DRAIN_LIMIT: u64 = 256 << 20;
+
 fn serve_connection(shared: &Shared, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let raw = match stream.try_clone() {
@@ -160,7 +164,16 @@ fn serve_connection(shared: &Shared, stream: TcpStream) {
             Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => {
-                if e.kind() == io::ErrorKind::InvalidData {
+                if let Some(big) = http::BodyTooLarge::of(&e) {
+                    let unread = big.unread;
+                    let resp = status_response(&errors::too_large(big.to_string()));
+                    let _ = http::write_response(reader.get_mut(), &resp, false, false);
+                    // Read what the client still sends (bounded in bytes and time), then
+                    // close: closing with unread data would reset the connection and the
+                    // client would see "Broken pipe" instead of this answer.
+                    let _ = raw.set_read_timeout(Some(Duration::from_secs(2)));
+                    http::drain(&mut reader, unread.unwrap_or(u64::MAX).min(DRAIN_LIMIT));
+                } else if e.kind() == io::ErrorKind::InvalidData {
                     let resp = status_response(&errors::bad_request(e.to_string()));
                     let _ = http::write_response(reader.get_mut(), &resp, false, false);
                 }
@@ -368,6 +381,12 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         Ok(r) => r,
         Err(e) => status_response(&e),
     };
+    if rec.verb == "list" && resp.code == 200 {
+        if let Some(to) = shared.faults.take_pad() {
+            let pad = to.saturating_sub(resp.body.len());
+            resp.body.resize(resp.body.len() + pad, b' ');
+        }
+    }
     resp.headers.extend(shared.flow_control_headers());
     rec.code = resp.code;
     shared.log.push(rec);
@@ -405,6 +424,21 @@ fn resource_verb(
             Ok(resp)
         }
         "update" => {
+            if shared.faults.take_race() {
+                if let Ok(cur) = store.get(kind, ns, name) {
+                    let mut o = (*cur).clone();
+                    let n: u64 = o["metadata"]["annotations"]["testserver/raced"]
+                        .as_str()
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0);
+                    if !o["metadata"]["annotations"].is_object() {
+                        o["metadata"]["annotations"] = Value::Object(Default::default());
+                    }
+                    o["metadata"]["annotations"]["testserver/raced"] =
+                        Value::from((n + 1).to_string());
+                    let _ = store.seed(kind, ns, o);
+                }
+            }
             let manager = managedfields::manager_of(req, verb)?;
             rest::update(store, kind, ns, name, status_only, req, &manager)
         }

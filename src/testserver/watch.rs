@@ -161,8 +161,8 @@ pub(crate) fn serve<W: Write>(
     };
     let mut next_bookmark = deadline_after(Instant::now(), shared.bookmark_interval);
     loop {
-        // A paused server delivers nothing, watches included.
-        shared.faults.wait_unpaused(|| {
+        // A paused server delivers nothing, watches included; a stalled watch neither.
+        shared.faults.wait_watch_flowing(|| {
             let st = store.state.lock();
             st.shutdown || st.epoch != epoch
         });

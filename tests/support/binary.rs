@@ -35,6 +35,18 @@ pub fn wait_until_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Polls `f` every 10 ms until it holds or `timeout` passes; returns its last answer.
+pub fn wait_until_within(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    f()
+}
+
 /// A scratch directory with a `manifests/` folder, removed on drop.
 pub struct Scratch(pub PathBuf);
 
@@ -64,6 +76,13 @@ impl Scratch {
     pub fn write(&self, file: &str, text: &str) {
         let tmp = self.0.join(format!(".{file}.tmp"));
         std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, self.manifests().join(file)).unwrap();
+    }
+
+    /// Writes `file` (any bytes) in the manifests folder atomically (write, then rename).
+    pub fn write_bytes(&self, file: &str, bytes: &[u8]) {
+        let tmp = self.0.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, bytes).unwrap();
         std::fs::rename(&tmp, self.manifests().join(file)).unwrap();
     }
 
@@ -308,6 +327,54 @@ impl Proc {
     pub fn terminate(self) -> (i32, String) {
         self.signal("TERM");
         self.wait_exit(Duration::from_secs(10))
+    }
+
+    /// The exit code if the process has exited (-1: ended by a signal).
+    pub fn exited(&mut self) -> Option<i32> {
+        self.child
+            .try_wait()
+            .ok()
+            .flatten()
+            .map(|s| s.code().unwrap_or(-1))
+    }
+
+    /// Waits up to `timeout` for the exit; the code (none after a timeout, when the
+    /// process is killed) and the log. For callers that judge a slow exit themselves.
+    pub fn wait_exit_within(mut self, timeout: Duration) -> (Option<i32>, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(code) = self.exited() {
+                // Let the reader threads drain the pipes (they end at EOF).
+                std::thread::sleep(Duration::from_millis(50));
+                return (Some(code), self.log());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return (None, self.log());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGTERM, then [`wait_exit_within`](Self::wait_exit_within).
+    pub fn terminate_within(self, timeout: Duration) -> (Option<i32>, String) {
+        self.signal("TERM");
+        self.wait_exit_within(timeout)
+    }
+
+    /// SIGKILL (a crash), waiting until it is gone.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Peak resident memory so far in bytes (`VmHWM`), if /proc tells.
+    pub fn peak_rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
     }
 }
 

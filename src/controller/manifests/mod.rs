@@ -8,6 +8,8 @@
 //! `kube-aggregator.kubernetes.io/automanaged`) is `onstart` is synced on start,
 //! every other one continuously.
 //!
+//! A file over [`MAX_MANIFEST_BYTES`] (16 MiB) is refused without being read whole.
+//!
 //! [`load`] reads PATH once and fails on any error; [`ManifestSet`] re-reads it
 //! while running and keeps a broken file's last good objects; [`Reloader`] adds
 //! the policy of when to re-read and what to apply.

@@ -1,5 +1,7 @@
 //! A full, consistent list of one kind, read page by page.
 
+use std::collections::HashSet;
+
 use crate::client::{Canceller, Error, ListParams};
 
 use super::ListerWatcher;
@@ -57,6 +59,9 @@ fn list_pages<K: 'static>(
 ) -> Result<Option<Listed<K>>, PageError> {
     let mut items = Vec::new();
     let mut token: Option<String> = None;
+    // Every token handed out so far: a server cycling through tokens (A, B, A, ...)
+    // would have us loop forever, the item list growing without bound.
+    let mut seen: HashSet<String> = HashSet::new();
     loop {
         if cancel.is_cancelled() {
             return Ok(None);
@@ -80,14 +85,19 @@ fn list_pages<K: 'static>(
                     resource_version: page.metadata.resource_version.unwrap_or_default(),
                 }))
             }
-            // A server that hands back the token it was given would have us loop forever.
-            Some(n) if token.as_deref() == Some(n.as_str()) => {
+            Some(n) if seen.contains(&n) => {
+                let shown: String = n.chars().take(100).collect();
                 return Err(PageError {
-                    error: Error::Decode(format!("the server repeated continue token {n:?}")),
+                    error: Error::Decode(format!(
+                        "the server repeated continue token {shown:?} (a pagination loop)"
+                    )),
                     had_continue: false,
-                })
+                });
             }
-            Some(n) => token = Some(n),
+            Some(n) => {
+                seen.insert(n.clone());
+                token = Some(n);
+            }
         }
     }
 }

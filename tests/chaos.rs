@@ -1,0 +1,302 @@
+//! Seeded chaos runs through the real binary against the test API server: each seed
+//! picks a short schedule of faults (500/503/504, 429 with and without Retry-After,
+//! latency, stalled and dropped watches, 410s, conflicts, a paused server), other
+//! writers editing and deleting objects (ours and unowned ones), manifest rewrites,
+//! truncation and emptying, controller restarts (SIGTERM and SIGKILL) and API server
+//! restarts that lose every object. Then the
+//! faults stop and the checker (`support/chaos/check.rs`) judges the server's request
+//! log and final state.
+//!
+//! `make test` runs seeds 1..=50; `make chaos SEEDS=N` runs more
+//! (`CHAOS_SEEDS=N`, from `CHAOS_FIRST`, default 1); `CHAOS_SEED=S` replays one seed.
+#![cfg(feature = "testing")]
+
+#[path = "support/binary.rs"]
+mod binary;
+#[path = "support/chaos/mod.rs"]
+mod chaos;
+#[path = "support/rng.rs"]
+mod rng;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use chaos::check::Switches;
+
+/// Seeds in `make test`.
+const DEFAULT_SEEDS: u64 = 50;
+/// Steps per schedule: ~1 s of chaos per seed.
+const STEPS: usize = 8;
+/// Seeds run at once, each with its own server and binary (mostly idle processes, so
+/// more than the 2 cores).
+const PARALLEL: usize = 10;
+
+/// Switches for invariants a known bug on another branch breaks: `false` reports their
+/// violations as KNOWN without failing. The lead sets each back to `true` once that
+/// branch is merged (and the seeds listed pass). Seed numbers below are those of the
+/// schedule table at commit 4ad1558 (adding a fault kind reshuffles every seed).
+const SWITCHES: Switches = Switches {
+    // Issue 10 (fixed by its merge): updates were sent up to ~100 ms after SIGTERM
+    // ("signal received, stopping" then "6C update: ok"); seeds 9, 27, 31, 32, 38.
+    no_write_after_sigterm: true,
+    // Issue 11 (fixed by its merge): a 429 with Retry-After: 0 was retried at once
+    // (add_after(0)), up to 112 writes to one name within 1 s; seeds 48, 54, 72, 77, 95
+    // (41 of seeds 1..=1000).
+    no_hot_loop: true,
+    // Seeds 1..=50 converge. Seed 536 (at commit 134a65b+) does not: a watch refused
+    // with a 504 is resumed from its old resourceVersion (reflector/run.rs,
+    // `Failure::Other => Next::Watch(rv)`), so an API server that restarted empty during
+    // the backoff is never relisted (only `--relist`, 10 min, repairs it). client-go
+    // relists after a failed watch; tests/reflector.rs encodes the resume. Left to the
+    // lead (reported), so this stays asserted.
+    converges: true,
+};
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn seeded_chaos_runs_hold_every_invariant() {
+    let seeds: Vec<u64> = match env_u64("CHAOS_SEED") {
+        Some(s) => vec![s],
+        None => {
+            let first = env_u64("CHAOS_FIRST").unwrap_or(1);
+            let n = env_u64("CHAOS_SEEDS").unwrap_or(DEFAULT_SEEDS);
+            (first..first + n).collect()
+        }
+    };
+    let started = Instant::now();
+    let next = Arc::new(AtomicU64::new(0));
+    let seeds = Arc::new(seeds);
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..PARALLEL.min(seeds.len()))
+        .map(|_| {
+            let (next, seeds, outcomes) = (next.clone(), seeds.clone(), outcomes.clone());
+            std::thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+                let Some(&seed) = seeds.get(i) else { return };
+                let o = chaos::run(seed, STEPS, SWITCHES);
+                outcomes.lock().unwrap().push(o);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a chaos thread panicked");
+    }
+    let mut outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
+    outcomes.sort_by_key(|o| o.seed);
+    let slowest = outcomes.iter().max_by_key(|o| o.took);
+    eprintln!(
+        "chaos: {} seeds in {:.1} s (slowest: seed {} in {:.1} s), {} requests checked",
+        outcomes.len(),
+        started.elapsed().as_secs_f64(),
+        slowest.map_or(0, |o| o.seed),
+        slowest.map_or(0.0, |o| o.took.as_secs_f64()),
+        outcomes.iter().map(|o| o.requests).sum::<usize>(),
+    );
+    if let [o] = &outcomes[..] {
+        // One seed replayed: show what it did, pass or fail.
+        eprintln!("seed {} schedule:", o.seed);
+        for s in &o.steps {
+            eprintln!("    {s}");
+        }
+    }
+    for o in &outcomes {
+        for v in o.violations.iter().filter(|v| v.known.is_some()) {
+            eprintln!(
+                "KNOWN seed {} {}: {} [{}]",
+                o.seed,
+                v.invariant,
+                v.detail,
+                v.known.unwrap_or_default()
+            );
+        }
+    }
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o.violations.iter().any(|v| v.known.is_none()))
+        .collect();
+    for o in &failed {
+        eprintln!(
+            "\n=== seed {} failed ({:.1} s) ===",
+            o.seed,
+            o.took.as_secs_f64()
+        );
+        for v in o.violations.iter().filter(|v| v.known.is_none()) {
+            eprintln!("  VIOLATED {}: {}", v.invariant, v.detail);
+        }
+        eprintln!("  schedule:");
+        for s in &o.steps {
+            eprintln!("    {s}");
+        }
+        for (i, l) in o.logs.iter().enumerate() {
+            eprintln!("  --- controller process {i} (log tail) ---\n{l}");
+        }
+        eprintln!(
+            "  replay: CHAOS_SEED={} cargo test --features testing --test chaos -- --nocapture",
+            o.seed
+        );
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} seeds broke an invariant: {:?} (details above)",
+        failed.len(),
+        outcomes.len(),
+        failed.iter().map(|o| o.seed).collect::<Vec<_>>()
+    );
+}
+
+/// The checker itself: a crafted log breaking each invariant once is flagged for each,
+/// and the same log without the bad requests passes (a checker that never fires proves
+/// nothing).
+#[test]
+fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
+    use std::time::{Duration, SystemTime};
+
+    use autoregister::api::APIServiceSpec;
+    use autoregister::testserver::RequestRecord;
+    use chaos::check::{check, Bounds};
+    use chaos::world::{DesiredVersion, ProcSpan, Timeline};
+    use serde_json::json;
+
+    let t0 = SystemTime::now();
+    let s = |ms: u64| t0 + Duration::from_millis(ms);
+    let rec = |ms: u64, verb: &str, name: &str, code: u16, body: Option<serde_json::Value>| {
+        RequestRecord {
+            verb: verb.into(),
+            method: String::new(),
+            path: String::new(),
+            query: String::new(),
+            resource: Some("apiservices".into()),
+            subresource: None,
+            namespace: None,
+            name: Some(name.into()),
+            code,
+            time: s(ms),
+            body,
+            user_agent: Some(autoregister::client::USER_AGENT.into()),
+            field_manager: None,
+            uid_precondition: None,
+        }
+    };
+    let desired = |ms: u64, names: &[&str]| DesiredVersion {
+        at: s(ms),
+        specs: names
+            .iter()
+            .map(|n| (n.to_string(), APIServiceSpec::default()))
+            .collect(),
+        ambiguous: false,
+    };
+    let t = Timeline {
+        desired: vec![
+            desired(0, &["v1.c0.x", "v1.c1.x"]),
+            desired(5000, &["v1.c0.x"]),
+        ],
+        foreign_uids: ["u-foreign".to_string()].into(),
+        procs: vec![
+            ProcSpan {
+                started: s(0),
+                terminated: Some(s(7000)),
+                code: Some(0),
+                exit_after: Some(Duration::from_millis(100)),
+                log: String::new(),
+            },
+            ProcSpan {
+                started: s(8000),
+                terminated: Some(s(20_000)),
+                code: Some(0),
+                exit_after: Some(Duration::from_millis(100)),
+                log: String::new(),
+            },
+        ],
+        faults_stopped: Some(s(9000)),
+        converged: Some(s(10_000)),
+        quiet: Some((s(10_300), s(11_000))),
+        unconverged: Vec::new(),
+        steps: Vec::new(),
+        retry_after_zero: vec![(s(1900), s(2100))],
+    };
+    let del = |uid: &str| Some(json!({"preconditions": {"uid": uid}}));
+    let clean = vec![
+        rec(100, "create", "v1.c0.x", 201, None),
+        rec(200, "create", "v1.c1.x", 201, None),
+        // c1 stops being desired at 5 s: deleting it afterwards is right.
+        rec(5500, "delete", "v1.c1.x", 200, del("u-c1")),
+        rec(
+            9500,
+            "update",
+            "v1.c0.x",
+            200,
+            Some(json!({"metadata": {"uid": "u-c0"}})),
+        ),
+    ];
+    let on = Switches {
+        no_write_after_sigterm: true,
+        no_hot_loop: true,
+        converges: true,
+    };
+    let b = Bounds::default();
+    assert!(check(&clean, &t, &b, on).is_empty());
+
+    let mut bad = clean.clone();
+    bad.push(rec(
+        300,
+        "update",
+        "v1.c0.x",
+        200,
+        Some(json!({"metadata": {"uid": "u-foreign"}})),
+    ));
+    bad.push(rec(400, "delete", "v1.c0.x", 200, None));
+    bad.push(rec(10_500, "update", "v1.c0.x", 200, None));
+    bad.push(rec(7500, "create", "v1.c0.x", 201, None));
+    for i in 0..40 {
+        bad.push(rec(2000 + i, "update", "v1.c1.x", 429, None));
+    }
+    bad.sort_by_key(|r| r.time);
+    let mut t_bad = t;
+    t_bad.procs[1].code = None;
+    let names: std::collections::BTreeSet<&str> = check(&bad, &t_bad, &b, on)
+        .iter()
+        .map(|v| v.invariant)
+        .collect();
+    let want: std::collections::BTreeSet<&str> = [
+        "no write to an object that is not ours",
+        "every delete carries a UID precondition",
+        "nothing still desired is deleted",
+        "no churn once converged",
+        "no hot loop (writes per key)",
+        "no write after SIGTERM",
+        "clean exit on SIGTERM",
+    ]
+    .into();
+    assert_eq!(names, want);
+
+    // With a switch off, its violations are reported as known; a hot loop counts as
+    // issue 11's only when 429s with Retry-After: 0 were being answered then.
+    let off = Switches {
+        no_write_after_sigterm: false,
+        no_hot_loop: false,
+        converges: true,
+    };
+    let known = |t: &Timeline| -> Vec<(&'static str, bool)> {
+        let mut k: Vec<_> = check(&bad, t, &b, off)
+            .iter()
+            .filter(|v| v.invariant.starts_with("no hot loop") || v.invariant.contains("SIGTERM"))
+            .map(|v| (v.invariant, v.known.is_some()))
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        known(&t_bad),
+        [
+            ("clean exit on SIGTERM", false),
+            ("no hot loop (writes per key)", true),
+            ("no write after SIGTERM", true)
+        ]
+    );
+    t_bad.retry_after_zero.clear();
+    assert_eq!(known(&t_bad)[1], ("no hot loop (writes per key)", false));
+}

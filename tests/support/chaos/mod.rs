@@ -1,0 +1,91 @@
+//! Seeded chaos runs: a seed picks a schedule of faults, other writers, manifest edits
+//! and restarts (`schedule`), the world runs it against the real binary and the test
+//! API server (`world`), and the checker judges the request log (`check`).
+
+pub mod check;
+pub mod schedule;
+pub mod world;
+
+use std::time::{Duration, Instant};
+
+use crate::rng::Rng;
+use check::{check, Bounds, Switches, Violation};
+use world::World;
+
+/// Bytes of each controller log kept for the report (more when one seed is replayed).
+const CHAOS_LOG_TAIL: usize = 4096;
+
+/// One seed's outcome.
+pub struct Outcome {
+    /// The seed.
+    pub seed: u64,
+    /// Broken invariants (empty: passed).
+    pub violations: Vec<Violation>,
+    /// Wall time of the run.
+    pub took: Duration,
+    /// The schedule, for the report.
+    pub steps: Vec<String>,
+    /// The controller logs (last 4 KB of each), for the report.
+    pub logs: Vec<String>,
+    /// Requests the server logged.
+    pub requests: usize,
+}
+
+/// Runs seed `seed` with `steps` schedule steps.
+pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
+    let started = Instant::now();
+    let bounds = Bounds::default();
+    let mut rng = Rng::new(seed);
+    let mut world = World::new(seed, &mut rng);
+    let plan = schedule::schedule(&mut rng, steps);
+    let mut violations = Vec::new();
+    world.start_controller();
+    for (step, hold) in &plan {
+        world.apply(step, *hold);
+        if let Some(code) = world.reap_if_exited() {
+            violations.push(Violation {
+                invariant: "the controller keeps running",
+                detail: format!("it exited on its own with code {code} after {step:?}"),
+                known: None,
+                when: None,
+            });
+            world.start_controller();
+        }
+    }
+    world.stop_faults();
+    world.await_convergence(
+        bounds.converge,
+        Duration::from_millis(300),
+        Duration::from_millis(700),
+    );
+    world.stop_controller(true);
+    let log = world.server.requests();
+    violations.extend(check(&log, &world.t, &bounds, on));
+    let logs = world
+        .t
+        .procs
+        .iter()
+        .map(|p| {
+            let l = &p.log;
+            let tail = if std::env::var_os("CHAOS_SEED").is_some() {
+                1 << 20
+            } else {
+                CHAOS_LOG_TAIL
+            };
+            let cut = l.len().saturating_sub(tail);
+            let cut = (cut..l.len())
+                .find(|&i| l.is_char_boundary(i))
+                .unwrap_or(l.len());
+            l[cut..].to_string()
+        })
+        .collect();
+    world.server.shutdown();
+    Outcome {
+        seed,
+        violations,
+        took: started.elapsed(),
+        steps: world.t.steps.clone(),
+        logs,
+        requests: log.len(),
+    }
+}

@@ -1,0 +1,473 @@
+//! One chaos run's world: the test API server, the manifests directory, the controller
+//! process, and the timeline of everything the run did, for the invariant checker.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use autoregister::api::{APIServiceSpec, DEFAULT_LABEL_KEY};
+use autoregister::controller::manifests::ManifestSet;
+use autoregister::testserver::{RvChange, TestServer};
+use serde_json::{json, Value};
+
+use super::schedule::{Step, FILES, FOREIGN, POOL};
+use crate::binary::{Proc, Scratch};
+use crate::rng::Rng;
+
+/// Pool name `i`: may be declared by the manifests.
+pub fn pool_name(i: usize) -> String {
+    format!("v1.c{i}.example.com")
+}
+
+/// Foreign name `i`: only other writers use it.
+pub fn foreign_name(i: usize) -> String {
+    format!("v1.u{i}.example.com")
+}
+
+/// The effective desired set after one manifest edit, as `ManifestSet` (the code the
+/// binary runs) computes it.
+#[derive(Clone, Debug)]
+pub struct DesiredVersion {
+    /// When the files took this state.
+    pub at: SystemTime,
+    /// Name → spec.
+    pub specs: BTreeMap<String, APIServiceSpec>,
+    /// A file failed to parse: which last good objects the controller keeps depends on
+    /// which versions it happened to read, so deletes are not judged in this version.
+    pub ambiguous: bool,
+}
+
+/// One controller process.
+#[derive(Debug)]
+pub struct ProcSpan {
+    /// Spawned at.
+    pub started: SystemTime,
+    /// SIGTERM sent at (none: killed, or still running).
+    pub terminated: Option<SystemTime>,
+    /// Exit code after SIGTERM (none: killed or did not exit in time).
+    pub code: Option<i32>,
+    /// How long it took to exit after SIGTERM.
+    pub exit_after: Option<Duration>,
+    /// Its log (kept for failure reports).
+    pub log: String,
+}
+
+/// What the run did, in order.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    /// The desired set over time (first entry: at the controller's first start).
+    pub desired: Vec<DesiredVersion>,
+    /// UIDs of objects other writers created without our label.
+    pub foreign_uids: HashSet<String>,
+    /// Every controller process, in order.
+    pub procs: Vec<ProcSpan>,
+    /// When the faults and the other writers stopped.
+    pub faults_stopped: Option<SystemTime>,
+    /// When the final state was first seen converged.
+    pub converged: Option<SystemTime>,
+    /// The window that must be free of writes (after convergence).
+    pub quiet: Option<(SystemTime, SystemTime)>,
+    /// What the final state lacks when it never converged.
+    pub unconverged: Vec<String>,
+    /// One line per step, for the report.
+    pub steps: Vec<String>,
+    /// When 429s with `Retry-After: 0` were being answered (issue 11's hot loop).
+    pub retry_after_zero: Vec<(SystemTime, SystemTime)>,
+}
+
+/// The run: server, manifests, controller, timeline.
+pub struct World {
+    /// The test API server.
+    pub server: TestServer,
+    scratch: Scratch,
+    proc: Option<Proc>,
+    model: ManifestSet,
+    files: Vec<Vec<u8>>,
+    /// What happened.
+    pub t: Timeline,
+    rng: Rng,
+}
+
+fn manifest_doc(i: usize, priority: u32) -> String {
+    format!(
+        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {}\nspec:\n  \
+         group: c{i}.example.com\n  version: v1\n  groupPriorityMinimum: 100\n  versionPriority: {priority}\n  \
+         service:\n    namespace: ns\n    name: svc\n    port: 443\n  insecureSkipTLSVerify: true\n",
+        pool_name(i)
+    )
+}
+
+fn unlabelled(name: &str, group: &str, priority: u32) -> Value {
+    json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": name},
+        "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 100,
+                 "versionPriority": priority,
+                 "service": {"namespace": "other", "name": "theirs", "port": 443},
+                 "insecureSkipTLSVerify": true}
+    })
+}
+
+impl World {
+    /// A server with a few unowned objects, and valid manifests declaring part of the pool.
+    pub fn new(seed: u64, rng: &mut Rng) -> World {
+        let server = TestServer::start();
+        let scratch = Scratch::new(&format!("chaos-{seed}"));
+        let model = ManifestSet::new(scratch.manifests(), DEFAULT_LABEL_KEY);
+        let mut w = World {
+            server,
+            scratch,
+            proc: None,
+            model,
+            files: vec![Vec::new(); FILES.len()],
+            t: Timeline::default(),
+            rng: rng.clone(),
+        };
+        for i in 0..FOREIGN {
+            w.create_foreign(&foreign_name(i));
+        }
+        if w.rng.chance(0.3) {
+            // A desired name already held by someone else (table row 3).
+            let i = w.rng.below(POOL);
+            w.create_foreign(&pool_name(i));
+        }
+        w.rewrite_valid();
+        *rng = w.rng.clone();
+        w
+    }
+
+    /// Starts the controller process.
+    pub fn start_controller(&mut self) {
+        assert!(self.proc.is_none());
+        // Restarts happen only on valid manifests: a process starting on a broken file
+        // exits 2 by design (bad manifest), which is not what a restart tests.
+        if self.t.desired.last().is_some_and(|d| d.ambiguous) {
+            self.rewrite_valid();
+        }
+        self.t.procs.push(ProcSpan {
+            started: SystemTime::now(),
+            terminated: None,
+            code: None,
+            exit_after: None,
+            log: String::new(),
+        });
+        let mut p = Proc::run(&self.server, &self.scratch, &["--workers", "2"]);
+        // Steps wait until it has read the manifests and installed its signal handlers
+        // (a SIGTERM in its first milliseconds kills it by the default action; a file
+        // truncated before it read PATH makes it exit 2 as a bad manifest).
+        crate::binary::wait_until_within(Duration::from_secs(10), || {
+            p.log().contains(" started: ") || p.exited().is_some()
+        });
+        self.proc = Some(p);
+    }
+
+    /// SIGTERM (clean stop, timed) or SIGKILL (a crash).
+    pub fn stop_controller(&mut self, graceful: bool) {
+        let Some(p) = self.proc.take() else { return };
+        let span = self.t.procs.last_mut().expect("a span per process");
+        if graceful {
+            let at = SystemTime::now();
+            span.terminated = Some(at);
+            // Exit within 2 s is the contract; 10 s tells "slow machine" from "stuck".
+            let (code, log) = p.terminate_within(Duration::from_secs(10));
+            span.exit_after = at.elapsed().ok();
+            span.code = code;
+            span.log = log;
+        } else {
+            span.log = p.log();
+            p.kill();
+        }
+    }
+
+    /// The exit code if the controller process ended on its own (it is then gone).
+    pub fn reap_if_exited(&mut self) -> Option<i32> {
+        let code = self.proc.as_mut().and_then(Proc::exited)?;
+        if let (Some(p), Some(span)) = (self.proc.take(), self.t.procs.last_mut()) {
+            span.log = p.log();
+        }
+        Some(code)
+    }
+
+    fn record_desired(&mut self) {
+        let r = self.model.reload();
+        self.t.desired.push(DesiredVersion {
+            at: SystemTime::now(),
+            specs: r
+                .desired
+                .into_iter()
+                .map(|(k, d)| (k, d.object.spec.clone()))
+                .collect(),
+            ambiguous: !r.errors.is_empty(),
+        });
+    }
+
+    fn write_file(&mut self, file: usize, bytes: Vec<u8>) {
+        self.scratch.write_bytes(FILES[file], &bytes);
+        self.files[file] = bytes;
+    }
+
+    /// The manifests declare a random non-empty part of the pool, all valid.
+    pub fn rewrite_valid(&mut self) {
+        let mut declared: Vec<bool> = (0..POOL).map(|_| self.rng.chance(0.7)).collect();
+        let any = self.rng.below(POOL);
+        declared[any] = true;
+        let priorities: Vec<u32> = (0..POOL).map(|_| self.rng.range(1, 999) as u32).collect();
+        self.rewrite(&declared, &priorities);
+    }
+
+    fn rewrite(&mut self, declared: &[bool], priorities: &[u32]) {
+        let mut texts = vec![String::new(); FILES.len()];
+        for i in 0..POOL {
+            if declared[i] {
+                let f = i % FILES.len();
+                if !texts[f].is_empty() {
+                    texts[f].push_str("---\n");
+                }
+                texts[f].push_str(&manifest_doc(i, priorities[i]));
+            }
+        }
+        for (f, text) in texts.into_iter().enumerate() {
+            self.write_file(f, text.into_bytes());
+        }
+        self.record_desired();
+    }
+
+    fn create_foreign(&mut self, name: &str) {
+        if self.server.get_object("apiservices", None, name).is_some() {
+            return;
+        }
+        let group = name.trim_start_matches("v1.");
+        let p = self.rng.range(1, 999) as u32;
+        let o = self
+            .server
+            .seed("apiservices", None, unlabelled(name, group, p));
+        if let Some(uid) = o["metadata"]["uid"].as_str() {
+            self.t.foreign_uids.insert(uid.to_string());
+        }
+    }
+
+    fn uid_of(o: &Value) -> String {
+        o["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Runs one step, holding it for `hold_ms`, then undoes what must not outlive it.
+    pub fn apply(&mut self, step: &Step, hold_ms: u64) {
+        let hold = Duration::from_millis(hold_ms);
+        self.t.steps.push(format!("{step:?} for {hold_ms} ms"));
+        // Work for the controller to be doing when the fault lands.
+        match step {
+            Step::Throttle {
+                with_work: true, ..
+            } => self.edit_some_ours(),
+            Step::Restart { busy: true, .. } => {
+                self.server.faults().set_latency(Duration::from_millis(100));
+                for _ in 0..3 {
+                    self.edit_some_ours();
+                }
+                // Let the events reach the workers, so the signal finds them writing.
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            _ => {}
+        }
+        let f = self.server.faults();
+        match step {
+            Step::Fail { code, count, verb } => f.fail_next_verb(*verb, *count, *code),
+            Step::Throttle {
+                per_mille,
+                retry_after,
+                ..
+            } => {
+                match retry_after {
+                    Some(s) => f.set_retry_after(*s),
+                    None => f.omit_retry_after(),
+                }
+                let from = SystemTime::now();
+                f.fail_fraction(f64::from(*per_mille) / 1000.0, 429);
+                std::thread::sleep(hold);
+                f.fail_fraction(0.0, 429);
+                if *retry_after == Some(0) {
+                    self.t.retry_after_zero.push((from, SystemTime::now()));
+                }
+                return;
+            }
+            Step::Latency { ms } => {
+                f.set_latency(Duration::from_millis(*ms));
+                std::thread::sleep(hold);
+                f.set_latency(Duration::ZERO);
+                return;
+            }
+            Step::StallWatches => {
+                f.stall_watches(true);
+                std::thread::sleep(hold);
+                f.stall_watches(false);
+                return;
+            }
+            Step::DropConnections => self.server.restart(RvChange::Keep),
+            Step::ExpireWatch => {
+                f.expire_next_watch();
+                self.server.restart(RvChange::Keep);
+            }
+            Step::ConflictUpdates { count } => f.race_next_updates(*count),
+            Step::Pause => {
+                f.pause();
+                std::thread::sleep(hold);
+                f.resume();
+                return;
+            }
+            Step::EditOurs { i, priority } => {
+                if let Some(mut o) = self.server.get_object("apiservices", None, &pool_name(*i)) {
+                    if !self.t.foreign_uids.contains(&Self::uid_of(&o)) {
+                        o["spec"]["versionPriority"] = json!(priority);
+                        self.server.seed("apiservices", None, o);
+                    }
+                }
+            }
+            Step::DeleteOurs { i } => {
+                if let Some(o) = self.server.get_object("apiservices", None, &pool_name(*i)) {
+                    if !self.t.foreign_uids.contains(&Self::uid_of(&o)) {
+                        self.server
+                            .delete_object("apiservices", None, &pool_name(*i));
+                    }
+                }
+            }
+            Step::CreateForeign { pool, i } => {
+                let name = if *pool {
+                    pool_name(*i)
+                } else {
+                    foreign_name(*i)
+                };
+                self.create_foreign(&name);
+            }
+            Step::TouchForeign { i, delete } => {
+                let name = if *i < POOL {
+                    pool_name(*i)
+                } else {
+                    foreign_name(*i - POOL)
+                };
+                if let Some(mut o) = self.server.get_object("apiservices", None, &name) {
+                    if self.t.foreign_uids.contains(&Self::uid_of(&o)) {
+                        if *delete {
+                            self.server.delete_object("apiservices", None, &name);
+                        } else {
+                            o["spec"]["versionPriority"] = json!(self.rng.range(1, 999));
+                            self.server.seed("apiservices", None, o);
+                        }
+                    }
+                }
+            }
+            Step::Rewrite {
+                declared,
+                priorities,
+            } => self.rewrite(declared, priorities),
+            Step::Truncate {
+                file,
+                keep_per_mille,
+            } => {
+                let mut bytes = self.files[*file].clone();
+                bytes.truncate(bytes.len() * *keep_per_mille as usize / 1000);
+                self.write_file(*file, bytes);
+                self.record_desired();
+            }
+            Step::Empty { file } => {
+                self.write_file(*file, Vec::new());
+                self.record_desired();
+            }
+            Step::Restart { graceful, .. } => {
+                self.stop_controller(*graceful);
+                self.server.faults().set_latency(Duration::ZERO);
+                self.start_controller();
+            }
+            Step::Idle => {}
+            Step::ServerRestartEmpty { jump } => {
+                let rv = if *jump {
+                    RvChange::Jump(1000)
+                } else {
+                    RvChange::Keep
+                };
+                self.server.restart_empty(rv);
+            }
+        }
+        std::thread::sleep(hold);
+    }
+
+    /// Another writer changes the spec of one of our objects, if there is one.
+    fn edit_some_ours(&mut self) {
+        let ours: Vec<Value> = self
+            .server
+            .list_objects("apiservices", None)
+            .into_iter()
+            .filter(|o| !self.t.foreign_uids.contains(&Self::uid_of(o)))
+            .collect();
+        if ours.is_empty() {
+            return;
+        }
+        let mut o = ours[self.rng.below(ours.len())].clone();
+        o["spec"]["versionPriority"] = json!(self.rng.range(1, 999));
+        self.server.seed("apiservices", None, o);
+    }
+
+    /// Faults off, other writers done, a final valid manifest: from here it must converge.
+    pub fn stop_faults(&mut self) {
+        self.server.faults().clear();
+        self.rewrite_valid();
+        self.t.faults_stopped = Some(SystemTime::now());
+    }
+
+    /// What the final state lacks (empty when converged): every desired name is ours
+    /// with the desired spec (unless someone else holds it), nothing else of ours is left.
+    pub fn missing(&self) -> Vec<String> {
+        let want = &self.t.desired.last().expect("a desired set").specs;
+        let mut missing = Vec::new();
+        for o in self.server.list_objects("apiservices", None) {
+            let name = o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let foreign = self.t.foreign_uids.contains(&Self::uid_of(&o));
+            let labelled = o["metadata"]["labels"]
+                .as_object()
+                .is_some_and(|l| l.values().any(|v| v == "true" || v == "onstart"));
+            match want.get(&name) {
+                _ if foreign => {}
+                Some(spec) => {
+                    let got: Option<APIServiceSpec> =
+                        serde_json::from_value(o["spec"].clone()).ok();
+                    if got.as_ref() != Some(spec) {
+                        missing.push(format!(
+                            "{name}: spec differs (versionPriority {} wanted, {} stored)",
+                            spec.version_priority, o["spec"]["versionPriority"]
+                        ));
+                    }
+                    if !labelled {
+                        missing.push(format!("{name}: not labelled"));
+                    }
+                }
+                None if labelled => missing.push(format!("{name}: ours but not desired")),
+                None => {}
+            }
+        }
+        for name in want.keys() {
+            if self.server.get_object("apiservices", None, name).is_none() {
+                missing.push(format!("{name}: absent"));
+            }
+        }
+        missing
+    }
+
+    /// Waits (up to `bound`) for convergence, then keeps a quiet window under watch.
+    pub fn await_convergence(&mut self, bound: Duration, settle: Duration, quiet: Duration) {
+        let ok = crate::binary::wait_until_within(bound, || self.missing().is_empty());
+        if !ok {
+            self.t.unconverged = self.missing();
+            return;
+        }
+        let now = SystemTime::now();
+        self.t.converged = Some(now);
+        std::thread::sleep(settle);
+        let from = SystemTime::now();
+        std::thread::sleep(quiet);
+        self.t.quiet = Some((from, SystemTime::now()));
+    }
+}
