@@ -28,7 +28,7 @@ fn oversize_manifest_and_dev_zero_are_refused_keeping_the_last_good_objects_in_b
     let s = Scratch::new("limits-manifest");
     s.write("a.yaml", &manifest("a.example.com", &[], 10));
     s.write("b.yaml", &manifest("b.example.com", &[], 20));
-    let p = Proc::run(&server, &s, &["--workers", "1"]);
+    let p = Proc::run(&server, &s, &["--workers", "1", "--events=false"]);
     assert!(wait_until(|| server.count("create") == 2), "{}", p.log());
     let baseline = p.peak_rss();
     // a.yaml grows to 50 MB of valid YAML comments; b.yaml becomes a symlink to /dev/zero.
@@ -75,7 +75,7 @@ fn oversize_list_answer_is_refused_and_the_cache_keeps_its_objects() {
         .close_watches_after(Some(Duration::from_millis(1500)));
     let s = Scratch::new("limits-answer");
     s.write("a.yaml", &manifest("a.example.com", &[], 10));
-    let p = Proc::run(&server, &s, &["--workers", "1"]);
+    let p = Proc::run(&server, &s, &["--workers", "1", "--events=false"]);
     assert!(wait_until(|| server.count("create") == 1), "{}", p.log());
     // The next watch is expired; the relist answer is one byte over the client's limit.
     server
