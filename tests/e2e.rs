@@ -7,68 +7,33 @@ use std::time::{Duration, Instant};
 use autoregister::api::APIService;
 use autoregister::client::{Api, Client};
 use autoregister::testserver::TestServer;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 #[path = "support/binary.rs"]
 mod binary;
 #[path = "support/promtext.rs"]
 mod promtext;
 
-use binary::{wait_until, Proc, Scratch, WAIT};
+use binary::{stored, wait_until, writes, Proc, Scratch, WAIT};
 
 const LABEL: &str = autoregister::api::DEFAULT_LABEL_KEY;
 
-/// One APIService manifest (YAML); `mode` is the automanaged label value, if any.
+/// `binary::manifest` with our label set to `mode`, if any.
 fn manifest(group: &str, mode: Option<&str>, version_priority: i64) -> String {
-    let labels = match mode {
-        Some(m) => format!("  labels:\n    {LABEL}: \"{m}\"\n"),
-        None => String::new(),
-    };
-    format!(
-        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.{group}\n{labels}spec:\n  \
-         group: {group}\n  version: v1\n  groupPriorityMinimum: 100\n  versionPriority: {version_priority}\n  \
-         service:\n    namespace: ns\n    name: svc\n    port: 443\n  insecureSkipTLSVerify: true\n"
-    )
+    binary::manifest(group, &labels(mode), version_priority)
 }
 
-/// The object the server would hold for `manifest(group, ..)`, for seeding.
+/// `binary::object` with our label set to `mode`, if any.
 fn object(group: &str, mode: Option<&str>, version_priority: i64) -> Value {
-    let mut v = json!({
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": format!("v1.{group}")},
-        "spec": {
-            "group": group, "version": "v1", "groupPriorityMinimum": 100,
-            "versionPriority": version_priority,
-            "service": {"namespace": "ns", "name": "svc", "port": 443},
-            "insecureSkipTLSVerify": true
-        }
-    });
-    if let Some(m) = mode {
-        v["metadata"]["labels"] = json!({ LABEL: m });
-    }
-    v
+    binary::object(group, &labels(mode), version_priority)
+}
+
+fn labels(mode: Option<&str>) -> Vec<(&'static str, &str)> {
+    mode.map(|m| (LABEL, m)).into_iter().collect()
 }
 
 fn api(server: &TestServer) -> Api<APIService> {
     Api::all(Client::new(server.client_config()).unwrap())
-}
-
-fn stored(server: &TestServer, name: &str) -> Option<Value> {
-    server.get_object("apiservices", None, name)
-}
-
-/// Writes (create/update/delete) the server logged for `name`.
-fn writes(server: &TestServer, name: &str) -> Vec<String> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| {
-            r.name.as_deref() == Some(name)
-                && matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete")
-        })
-        .map(|r| format!("{} {}", r.verb, r.code))
-        .collect()
 }
 
 /// An "intruder" changes the spec of `name` through the API.

@@ -285,25 +285,35 @@ fn once_with_an_empty_folder_deletes_nothing_and_says_why() {
     assert!(stored(&server, "v1.a.example.com").is_none(), "{log}");
 }
 
-#[test]
-fn two_instances_with_two_keys_leave_each_other_alone() {
-    let server = TestServer::start();
-    let (sa, sb) = (Scratch::new("key-a"), Scratch::new("key-b"));
+/// Two instances with keys `team-a…` and `team-b…`, managing `v1.x…` and `v1.y…`,
+/// once both objects exist: (their folders, their processes).
+fn two_keyed_instances(server: &TestServer, tag: &str) -> (Scratch, Scratch, Proc, Proc) {
+    let (sa, sb) = (
+        Scratch::new(&format!("{tag}-a")),
+        Scratch::new(&format!("{tag}-b")),
+    );
     sa.write("x.yaml", &manifest("x.example.com", &[], 10));
     sb.write("y.yaml", &manifest("y.example.com", &[], 10));
     let a = Proc::run(
-        &server,
+        server,
         &sa,
         &["--label-key", "team-a.example.com/automanaged"],
     );
     let b = Proc::run(
-        &server,
+        server,
         &sb,
         &["--label-key", "team-b.example.com/automanaged"],
     );
     assert!(wait_until(
-        || uid(&server, "v1.x.example.com").is_some() && uid(&server, "v1.y.example.com").is_some()
+        || uid(server, "v1.x.example.com").is_some() && uid(server, "v1.y.example.com").is_some()
     ));
+    (sa, sb, a, b)
+}
+
+#[test]
+fn two_instances_with_two_keys_leave_each_other_alone() {
+    let server = TestServer::start();
+    let (sa, sb, a, b) = two_keyed_instances(&server, "key");
     let (x, y) = (
         uid(&server, "v1.x.example.com"),
         uid(&server, "v1.y.example.com"),
@@ -597,22 +607,7 @@ fn against_kube_apiserver_adopting_its_object_is_refused_and_emptying_deletes_on
 fn against_kube_apiserver_two_keys_coexist() {
     let server = kube_apiserver();
     let before = kube_apiservers_objects(&server);
-    let (sa, sb) = (Scratch::new("kas-a"), Scratch::new("kas-b"));
-    sa.write("x.yaml", &manifest("x.example.com", &[], 10));
-    sb.write("y.yaml", &manifest("y.example.com", &[], 10));
-    let a = Proc::run(
-        &server,
-        &sa,
-        &["--label-key", "team-a.example.com/automanaged"],
-    );
-    let b = Proc::run(
-        &server,
-        &sb,
-        &["--label-key", "team-b.example.com/automanaged"],
-    );
-    assert!(wait_until(
-        || uid(&server, "v1.x.example.com").is_some() && uid(&server, "v1.y.example.com").is_some()
-    ));
+    let (sa, _sb, a, b) = two_keyed_instances(&server, "kas");
     server.add_crd_group("later.example.com", "v1");
     sa.write("z.yaml", &manifest("z.example.com", &[], 10));
     assert!(
