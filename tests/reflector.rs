@@ -500,39 +500,72 @@ fn watch_closed_at_once_without_events_backs_off() {
 }
 
 #[test]
-fn server_errors_back_off_and_rewatch_from_last_resource_version() {
+fn a_429_backs_off_and_resumes_from_the_last_resource_version() {
     let fake = Fake::new();
     fake.list_ok(page(&[("a", "1")], "10", None));
-    fake.watch_events(vec![
-        Ok(WatchEvent::Modified(svc("a", "11"))),
-        Ok(WatchEvent::Error(Box::new(Status::failure(
-            500,
-            "InternalError",
-            "etcd hiccup",
-        )))),
-    ]);
-    fake.watch_err(Error::api(503, None, None));
+    fake.watch_events(vec![Ok(WatchEvent::Modified(svc("a", "11")))]);
+    fake.watch_err(Error::api(429, None, None));
     fake.watch_events(vec![
         Ok(WatchEvent::Added(svc("b", "12"))),
-        Err(Error::Decode("garbled event".into())),
+        Ok(WatchEvent::Error(Box::new(Status::failure(
+            429,
+            "TooManyRequests",
+            "storage is (re)initializing",
+        )))),
     ]);
-    fake.watch_err(Error::api(429, None, None));
     let r = start(&fake, opts(fast_backoff(20)));
-    r.wait_watches(5);
-    assert_eq!(fake.watch_rvs(), ["10", "11", "11", "12", "12"]);
+    r.wait_watches(4);
+    assert_eq!(fake.watch_rvs(), ["10", "11", "11", "12"]);
     assert_eq!(
         fake.list_calls().len(),
         1,
-        "an answering server with the same history is no reason to relist"
+        "a throttling server keeps its history: no reason to relist"
     );
     let w = fake.watch_calls();
-    for i in 1..5 {
+    for i in 2..4 {
         assert!(
             w[i].1 - w[i - 1].1 >= Duration::from_millis(20),
             "attempt {i} waited"
         );
     }
     assert_eq!(r.rec.events(), ["add a@1", "update a@1->11", "add b@12"]);
+}
+
+/// Chaos seed 536: a server restarted empty answered the watch with a 504 while it came
+/// back; resuming from the old resourceVersion never showed the cache was stale.
+#[test]
+fn server_errors_back_off_then_relist_instead_of_resuming() {
+    for failure in [
+        Err(Error::api(504, None, None)),
+        Err(Error::api(503, None, None)),
+        Ok(vec![Ok(WatchEvent::Error(Box::new(Status::failure(
+            500,
+            "InternalError",
+            "etcd hiccup",
+        ))))]),
+        Ok(vec![Err(Error::Decode("garbled event".into()))]),
+    ] {
+        let fake = Fake::new();
+        fake.list_ok(page(&[("a", "1"), ("b", "2")], "10", None));
+        match failure {
+            Err(e) => fake.watch_err(e),
+            Ok(events) => fake.watch_events(events),
+        }
+        // The server that answers next lost b: only a list shows it.
+        fake.list_ok(page(&[("a", "1")], "12", None));
+        let r = start(&fake, opts(fast_backoff(20)));
+        r.wait_watches(2);
+        let lists = fake.list_calls();
+        assert_eq!(lists.len(), 2, "the failed watch is followed by a list");
+        assert_eq!(fake.watch_rvs(), ["10", "12"], "never resumes from 10");
+        let w = fake.watch_calls();
+        assert!(
+            lists[1].1 - w[0].1 >= Duration::from_millis(20),
+            "a failure waits the backoff"
+        );
+        assert_eq!(r.rec.events(), ["add a@1", "add b@2", "delete b@2"]);
+        assert_eq!(r.keys(), ["a"]);
+    }
 }
 
 #[test]
@@ -636,9 +669,9 @@ fn default_relist_is_ten_minutes_and_idle_timeout_two() {
 fn gone_after_a_long_error_streak_relists_at_once() {
     let fake = Fake::new();
     fake.list_ok(page(&[("a", "1")], "10", None));
-    // Five failures: the backoff has grown to 10 ms × 4⁵ ≈ 10 s.
+    // Five refusals (429s resume the watch): the backoff has grown to 10 ms × 4⁵ ≈ 10 s.
     for _ in 0..5 {
-        fake.watch_err(Error::api(500, None, None));
+        fake.watch_err(Error::api(429, None, None));
     }
     fake.watch_err(Error::api(410, Some(gone_status()), None));
     fake.list_ok(page(&[("b", "2")], "20", None));

@@ -1,8 +1,8 @@
 //! The reflector thread's loop: list, watch, re-watch, relist, back off.
 //!
-//! Relists come from four places: a 410 (at once, not a failure), a broken connection
-//! (after the backoff: the server we come back to may have restarted empty or been
-//! restored), a resourceVersion that went backwards or "too large" (a restore), and the
+//! Relists come from four places: a 410 (at once, not a failure), a failed watch other
+//! than a 429 (after the backoff: the server we come back to may have restarted empty or
+//! been restored), a resourceVersion that went backwards or "too large" (a restore), and the
 //! periodic relist that catches whatever nothing else noticed.
 
 use std::sync::Arc;
@@ -300,8 +300,8 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 );
                 self.wait_before_retry(e).then_some(Next::List)
             }
-            Failure::Connection => self.fail("watch", e).then_some(Next::List),
-            Failure::Other => self.fail("watch", e).then_some(Next::Watch(rv)),
+            Failure::Throttled => self.fail("watch", e).then_some(Next::Watch(rv)),
+            Failure::Connection | Failure::Other => self.fail("watch", e).then_some(Next::List),
         }
     }
 

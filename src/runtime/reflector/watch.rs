@@ -21,7 +21,11 @@ pub(super) enum Failure {
     /// come back to may not be the one we lost (restarted empty, restored), so back off and
     /// relist rather than trust the cache and resume.
     Connection,
-    /// Anything else (the server answered with an error): back off and watch again.
+    /// 429: the server is shedding load but its history is intact; back off and resume.
+    Throttled,
+    /// Anything else (an error answer or event, a garbled stream): the server may not be
+    /// the one that served the cache (a 5xx from one restarting empty), so back off and
+    /// relist, as client-go does.
     Other,
 }
 
@@ -33,6 +37,8 @@ pub(super) fn classify(e: &Error) -> Failure {
         Failure::TooLarge
     } else if e.is_transport() {
         Failure::Connection
+    } else if e.is_too_many_requests() {
+        Failure::Throttled
     } else {
         Failure::Other
     }
@@ -268,7 +274,7 @@ mod tests {
             Failure::TooLarge
         );
         assert_eq!(classify(&Error::api(500, None, None)), Failure::Other);
-        assert_eq!(classify(&Error::api(429, None, None)), Failure::Other);
+        assert_eq!(classify(&Error::api(429, None, None)), Failure::Throttled);
         assert_eq!(
             classify(&Error::Connect("refused".into())),
             Failure::Connection
