@@ -28,7 +28,7 @@ use chaos::check::Switches;
 const DEFAULT_SEEDS: u64 = 50;
 /// Seeds that once failed, run in `make test` besides 1..=50 (numbers of the schedule
 /// table at commit 4ad1558; each also has a focused regression test).
-const REGRESSION_SEEDS: &[u64] = &[536];
+const REGRESSION_SEEDS: &[u64] = &[536, 1217, 3795];
 /// Steps per schedule: ~1 s of chaos per seed.
 const STEPS: usize = 8;
 /// Seeds run at once, each with its own server and binary (mostly idle processes, so
@@ -106,6 +106,10 @@ fn seeded_chaos_runs_hold_every_invariant() {
         for s in &o.steps {
             eprintln!("    {s}");
         }
+        eprintln!("seed {} timeline:", o.seed);
+        for l in &o.timeline {
+            eprintln!("    {l}");
+        }
     }
     for o in &outcomes {
         for v in o.violations.iter().filter(|v| v.known.is_some()) {
@@ -134,6 +138,10 @@ fn seeded_chaos_runs_hold_every_invariant() {
         eprintln!("  schedule:");
         for s in &o.steps {
             eprintln!("    {s}");
+        }
+        eprintln!("  timeline:");
+        for l in &o.timeline {
+            eprintln!("    {l}");
         }
         for (i, l) in o.logs.iter().enumerate() {
             eprintln!("  --- controller process {i} (log tail) ---\n{l}");

@@ -320,6 +320,27 @@ fn removing_a_managed_continuous_entry_deletes_it_with_a_uid_precondition() {
     assert!(writes[2..].iter().all(|w| w == "delete 404"), "{writes:?}");
 }
 
+/// Chaos seeds 1217, 1289, 3415: a delete answered 404 (someone deleted the object while
+/// the watch was down) was retried with backoff until the cache caught up. As upstream,
+/// it is done: the object is gone.
+#[test]
+fn a_delete_answered_not_found_while_the_cache_lags_is_not_retried() {
+    let h = Harness::new();
+    let name = "v1.a.example.com";
+    h.ctl.add_api_service_to_sync(svc("a.example.com", 10));
+    h.start();
+    h.converge();
+    // The watch goes silent, then the object is deleted behind the controller's back.
+    h.server.faults().stall_watches(true);
+    h.server.delete_object("apiservices", None, name).unwrap();
+    h.ctl.remove_api_service_to_sync(name);
+    wait_until("the delete is answered", || h.writes(name).len() == 2);
+    // The retries this replaces came 5, 10, 20, 40 ms apart: none may follow in 300 ms.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(h.writes(name), ["create 201", "delete 404"]);
+    h.server.faults().stall_watches(false);
+}
+
 #[test]
 fn adding_an_object_already_present_managed_and_equal_writes_nothing() {
     let mut h = Harness::new();

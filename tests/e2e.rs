@@ -229,6 +229,28 @@ fn removed_file_deregisters_its_objects_but_an_unparseable_file_keeps_them() {
     assert_eq!(code, 0, "{log}");
 }
 
+/// Chaos seed 3795: a manifest version that replaces every name used to be applied
+/// removals first, so a worker could see an empty desired set, refuse the delete by the
+/// empty-set guard, and keep the old object registered for good.
+#[test]
+fn a_manifest_version_replacing_every_name_deletes_the_old_ones() {
+    let server = TestServer::start();
+    let s = Scratch::new("replace-all");
+    s.write("a.yaml", &manifest("a.example.com", None, 10));
+    let p = Proc::run(&server, &s, &["--workers", "2"]);
+    assert!(wait_until(|| stored(&server, "v1.a.example.com").is_some()));
+    s.write("a.yaml", &manifest("b.example.com", None, 20));
+    assert!(
+        wait_until(|| stored(&server, "v1.a.example.com").is_none()
+            && stored(&server, "v1.b.example.com").is_some()),
+        "{}",
+        p.log()
+    );
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
+    assert!(!log.contains("desired set is empty"), "{log}");
+}
+
 #[test]
 fn server_errors_are_retried_with_backoff_until_convergence() {
     let server = TestServer::start();

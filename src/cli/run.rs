@@ -428,17 +428,14 @@ fn report_reload(controller: &Controller, loaded: &Reloaded, path: &std::path::P
 }
 
 /// Registers what is new or changed and removes what is gone, relative to `applied`.
+///
+/// Additions first: removing first would let a worker see a momentarily empty desired set
+/// when one manifest version replaces every name (and refuse a delete by the empty-set guard).
 fn apply(
     controller: &Controller,
     applied: &mut BTreeMap<String, Desired>,
     desired: BTreeMap<String, Desired>,
 ) {
-    for name in applied.keys() {
-        if !desired.contains_key(name) {
-            info!("{name}: removed from the manifests");
-            controller.remove_api_service_to_sync(name);
-        }
-    }
     for (name, d) in &desired {
         if applied.get(name) == Some(d) {
             continue;
@@ -449,6 +446,12 @@ fn apply(
         match d.mode {
             SyncMode::OnStart => controller.add_api_service_to_sync_on_start(d.object.clone()),
             SyncMode::Always => controller.add_api_service_to_sync(d.object.clone()),
+        }
+    }
+    for name in applied.keys() {
+        if !desired.contains_key(name) {
+            info!("{name}: removed from the manifests");
+            controller.remove_api_service_to_sync(name);
         }
     }
     *applied = desired;

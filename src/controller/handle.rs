@@ -263,8 +263,10 @@ impl Controller {
         self.inner.queue.add(name);
         if was_empty {
             // The empty-set guard may be holding leftovers: with a set again, decide them anew.
+            // Every undesired cached name, not only those recorded as blocked: a worker may be
+            // deciding one under the empty set right now and record it after this loop.
             for n in self.inner.store.keys() {
-                if self.inner.state.is_blocked(&n) {
+                if self.inner.state.desired(&n).is_none() {
                     self.inner.queue.add(n);
                 }
             }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 
 use super::decision::{
-    decide, Action, Current, Decision, Facts, Ownership, ONSTART_CREATED_AFTER_START,
+    decide, Action, Cell, Current, Decision, Facts, Ownership, ONSTART_CREATED_AFTER_START,
 };
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
@@ -104,8 +104,9 @@ pub(crate) fn plan(
 
 /// Syncs `name` once; `Ok` means the name needs no retry.
 ///
-/// A write answered NotFound, Conflict or AlreadyExists is retried with backoff and
-/// does not count as synced: nothing was written, and `--once` must not report success.
+/// A create or update answered NotFound, Conflict or AlreadyExists is retried with backoff
+/// and does not count as synced: nothing was written, and `--once` must not report success.
+/// A delete answered NotFound is done; answered Conflict, it waits for the watch.
 /// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
 /// and the sync ends as a cancelled write.
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
@@ -175,11 +176,15 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
                 uid: Some(uid.clone()),
                 resource_version: None,
             };
-            (
-                "delete",
-                Some(EventReason::Deregistered),
-                write(cx.api.delete(&n, &p).map(|()| Some(uid))),
-            )
+            match cx.api.delete(&n, &p) {
+                Ok(()) => ("delete", Some(EventReason::Deregistered), Ok(Some(uid))),
+                // Upstream's rule: deleted or replaced in the meantime, and the watch
+                // brings that news; retrying while the cache lags only repeats the answer.
+                Err(e) if e.is_not_found() || e.is_conflict() => {
+                    return already_changed(cx, name, cell, e);
+                }
+                Err(e) => ("delete", None, write(Err(e))),
+            }
         }
     };
     match &result {
@@ -214,6 +219,27 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     };
     cx.state.record_outcome(name, outcome);
     result.map(drop)
+}
+
+/// A delete answered NotFound (gone already: done) or Conflict (the name now holds another
+/// object, whose watch event decides it anew): neither is retried.
+fn already_changed(
+    cx: &SyncContext<'_>,
+    name: &str,
+    cell: Cell,
+    e: Error,
+) -> Result<(), SyncError> {
+    let outcome = if e.is_not_found() {
+        info!("{name} {cell} delete: already gone");
+        cx.report.metrics.observe_sync(cell, SyncResult::Ok);
+        Outcome::Synced
+    } else {
+        info!("{name} {cell} delete: {e}; the object was replaced, deciding again on its event");
+        cx.report.metrics.observe_sync(cell, SyncResult::Error);
+        Outcome::Failed(format!("delete: {e}"))
+    };
+    cx.state.record_outcome(name, outcome);
+    Ok(())
 }
 
 /// Logs a "left alone" decision: once at INFO where a user would wonder why nothing

@@ -25,6 +25,8 @@ pub struct Outcome {
     pub took: Duration,
     /// The schedule, for the report.
     pub steps: Vec<String>,
+    /// The desired versions and the convergence times, relative to the first start.
+    pub timeline: Vec<String>,
     /// The controller logs (last 4 KB of each), for the report.
     pub logs: Vec<String>,
     /// Requests the server logged.
@@ -80,12 +82,50 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
         })
         .collect();
     world.server.shutdown();
+    let timeline = timeline(&world.t);
     Outcome {
         seed,
         violations,
         took: started.elapsed(),
         steps: world.t.steps.clone(),
+        timeline,
         logs,
         requests: log.len(),
     }
+}
+
+/// When each manifest version was written (with its names and priorities), when faults
+/// stopped and when the final state was seen converged, relative to the first start.
+fn timeline(t: &world::Timeline) -> Vec<String> {
+    let origin = t.procs.first().map(|p| p.started);
+    let at = |when: Option<std::time::SystemTime>| match (when, origin) {
+        (Some(w), Some(o)) => match w.duration_since(o) {
+            Ok(d) => format!("+{:.3}s", d.as_secs_f64()),
+            Err(e) => format!("-{:.3}s", e.duration().as_secs_f64()),
+        },
+        _ => "never".to_string(),
+    };
+    let mut lines: Vec<String> = t
+        .desired
+        .iter()
+        .map(|d| {
+            let specs: Vec<String> = d
+                .specs
+                .iter()
+                .map(|(n, s)| format!("{n}={}", s.version_priority))
+                .collect();
+            let broken = if d.ambiguous { " (a file broken)" } else { "" };
+            format!("{} desired{broken}: {}", at(Some(d.at)), specs.join(" "))
+        })
+        .collect();
+    lines.push(format!("{} faults stopped", at(t.faults_stopped)));
+    lines.push(format!("{} converged", at(t.converged)));
+    if let Some((from, to)) = t.quiet {
+        lines.push(format!(
+            "{} to {} quiet window",
+            at(Some(from)),
+            at(Some(to))
+        ));
+    }
+    lines
 }

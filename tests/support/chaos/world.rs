@@ -420,12 +420,17 @@ impl World {
     pub fn missing(&self) -> Vec<String> {
         let want = &self.t.desired.last().expect("a desired set").specs;
         let mut missing = Vec::new();
-        for o in self.server.list_objects("apiservices", None) {
+        // One snapshot: a list, then a get per name, could see an empty server and then
+        // an object created in between, and call a half-written state converged (seed 668).
+        let objects = self.server.list_objects("apiservices", None);
+        let mut present = HashSet::new();
+        for o in &objects {
             let name = o["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let foreign = self.t.foreign_uids.contains(&Self::uid_of(&o));
+            present.insert(name.clone());
+            let foreign = self.t.foreign_uids.contains(&Self::uid_of(o));
             let labelled = o["metadata"]["labels"]
                 .as_object()
                 .is_some_and(|l| l.values().any(|v| v == "true" || v == "onstart"));
@@ -448,10 +453,8 @@ impl World {
                 None => {}
             }
         }
-        for name in want.keys() {
-            if self.server.get_object("apiservices", None, name).is_none() {
-                missing.push(format!("{name}: absent"));
-            }
+        for name in want.keys().filter(|n| !present.contains(*n)) {
+            missing.push(format!("{name}: absent"));
         }
         missing
     }
