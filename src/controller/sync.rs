@@ -106,7 +106,7 @@ pub(crate) fn plan(
 ///
 /// A create or update answered NotFound, Conflict or AlreadyExists is retried with backoff
 /// and does not count as synced: nothing was written, and `--once` must not report success.
-/// A delete answered NotFound is done; answered Conflict, it waits for the watch.
+/// A delete so answered is not retried: the watch brings the change that explains it.
 /// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
 /// and the sync ends as a cancelled write.
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
@@ -221,24 +221,24 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     result.map(drop)
 }
 
-/// A delete answered NotFound (gone already: done) or Conflict (the name now holds another
-/// object, whose watch event decides it anew): neither is retried.
+/// A delete answered NotFound (gone already) or Conflict (the name now holds another
+/// object): not retried, as upstream, since the watch event of that change decides the
+/// name again. Not counted as done either: `--once` waits for the cache to confirm.
 fn already_changed(
     cx: &SyncContext<'_>,
     name: &str,
     cell: Cell,
     e: Error,
 ) -> Result<(), SyncError> {
-    let outcome = if e.is_not_found() {
-        info!("{name} {cell} delete: already gone");
+    if e.is_not_found() {
+        info!("{name} {cell} delete: already gone; waiting for the watch to confirm");
         cx.report.metrics.observe_sync(cell, SyncResult::Ok);
-        Outcome::Synced
     } else {
-        info!("{name} {cell} delete: {e}; the object was replaced, deciding again on its event");
+        info!("{name} {cell} delete: {e}; deciding again on the replacement's event");
         cx.report.metrics.observe_sync(cell, SyncResult::Error);
-        Outcome::Failed(format!("delete: {e}"))
-    };
-    cx.state.record_outcome(name, outcome);
+    }
+    cx.state
+        .record_outcome(name, Outcome::Failed(format!("delete: {e}")));
     Ok(())
 }
 
