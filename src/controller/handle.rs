@@ -323,14 +323,14 @@ impl Controller {
     pub fn wait_converged(&self, timeout: Duration) -> Result<(), Vec<Pending>> {
         let deadline = deadline_after(Instant::now(), timeout);
         let inner = &self.inner;
-        let done = || inner.state.has_start() && inner.unsynced(1).is_empty();
+        let managed = |n: &str| inner.is_managed(n);
+        let done = || inner.state.has_start() && !inner.state.any_unsynced(managed, |_| true);
         // Names a guard holds will not sync by waiting: stop as soon as only they are left.
         let stuck = || {
             inner.state.has_start()
-                && inner
-                    .unsynced(usize::MAX)
-                    .iter()
-                    .all(|n| inner.state.is_blocked(n))
+                && !inner
+                    .state
+                    .any_unsynced(managed, |n| !inner.state.is_blocked(n))
         };
         // Shutdown ends the wait: nothing syncs after it.
         inner.state.wait_until(deadline, || {

@@ -88,10 +88,14 @@ impl State {
         self.at_start.read().is_some()
     }
 
-    /// Up to `limit` names a `--once` run still waits for, sorted: desired names and
-    /// names present at start that `managed` says we own, not yet synced once.
-    /// Cheap enough to run after every sync outcome: no copies of the sets.
-    pub(crate) fn unsynced(&self, managed: impl Fn(&str) -> bool, limit: usize) -> Vec<String> {
+    /// Calls `visit` on each name a `--once` run still waits for (desired names and names
+    /// present at start that `managed` says we own, not yet synced once), in no order,
+    /// until it returns true; returns whether it did. No copies of the sets.
+    fn scan_unsynced(
+        &self,
+        managed: impl Fn(&str) -> bool,
+        mut visit: impl FnMut(&String) -> bool,
+    ) -> bool {
         let desired = self.desired.read();
         let at_start = self.at_start.read();
         let synced = self.synced_once.lock();
@@ -99,15 +103,32 @@ impl State {
             .iter()
             .flatten()
             .filter(|n| !desired.contains_key(*n) && managed(n));
-        let mut names: Vec<String> = desired
+        desired
             .keys()
             .chain(left_over)
             .filter(|n| !synced.contains(*n))
-            .take(limit)
-            .cloned()
-            .collect();
+            .any(|n| visit(n))
+    }
+
+    /// Up to `limit` names a `--once` run still waits for, sorted (see `scan_unsynced`).
+    pub(crate) fn unsynced(&self, managed: impl Fn(&str) -> bool, limit: usize) -> Vec<String> {
+        let mut names = Vec::new();
+        self.scan_unsynced(managed, |n| {
+            names.push(n.clone());
+            names.len() >= limit
+        });
         names.sort();
         names
+    }
+
+    /// Whether some name a `--once` run waits for satisfies `pred`. Stops at the first, so
+    /// checking after every outcome costs about n·ln n over a whole run, not n².
+    pub(crate) fn any_unsynced(
+        &self,
+        managed: impl Fn(&str) -> bool,
+        pred: impl Fn(&str) -> bool,
+    ) -> bool {
+        self.scan_unsynced(managed, |n| pred(n))
     }
 
     /// `(converged, total)` over the same names as [`unsynced`](Self::unsynced), counted
@@ -249,10 +270,14 @@ mod tests {
             ["b", "m"],
             "blocked is not synced"
         );
+        assert!(s.any_unsynced(managed, |n| n == "m"));
+        assert!(!s.any_unsynced(managed, |n| n == "a"), "a is synced");
+        assert!(!s.any_unsynced(managed, |n| n == "u"), "u is not managed");
         s.record_outcome("b", Outcome::Synced);
         assert!(!s.is_blocked("b"));
         s.record_outcome("m", Outcome::Synced);
         assert!(s.unsynced(managed, 1).is_empty());
+        assert!(!s.any_unsynced(managed, |_| true));
         assert_eq!(s.failure("m"), None, "success clears the last failure");
     }
 }
