@@ -421,6 +421,50 @@ fn changing_the_desired_spec_updates_only_the_spec() {
 }
 
 #[test]
+fn an_update_leaves_the_servers_managed_fields_to_the_server() {
+    let h = Harness::new();
+    let name = "v1.a.example.com";
+    let mut seeded = object("a.example.com", Some("true"), 10);
+    seeded["metadata"]["annotations"] = json!({"note": "helm's"});
+    let helm = json!({
+        "manager": "helm", "operation": "Update", "apiVersion": "apiregistration.k8s.io/v1",
+        "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:annotations": {"f:note": {}}}},
+    });
+    seeded["metadata"]["managedFields"] = json!([helm.clone()]);
+    h.server.seed("apiservices", None, seeded);
+    h.ctl.add_api_service_to_sync(svc("a.example.com", 42));
+    h.start();
+    wait_until("the spec is updated", || h.priority(name) == Some(42));
+    wait_until("the update is logged", || !h.writes(name).is_empty());
+    // The cache dropped managedFields: the update must not send a trimmed (or empty)
+    // list, which would replace (or reset) the server's; absent, the server keeps them.
+    let update = h
+        .server
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "update" && r.name.as_deref() == Some(name))
+        .unwrap();
+    let sent = update.body.unwrap();
+    assert!(
+        sent["metadata"].get("managedFields").is_none(),
+        "sent: {sent}"
+    );
+    assert_eq!(sent["apiVersion"], "apiregistration.k8s.io/v1");
+    assert_eq!(sent["kind"], "APIService");
+    let after = h.stored(name).unwrap();
+    let entries = after["metadata"]["managedFields"].as_array().unwrap();
+    assert!(entries.contains(&helm), "helm's entry kept whole: {after}");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["manager"] != "helm"
+                && e["fieldsV1"]["f:spec"]["f:versionPriority"].is_object()),
+        "our write is recorded on top: {after}"
+    );
+}
+
+#[test]
 fn wait_until_synced_is_true_after_start() {
     let h = Harness::new();
     h.ctl.start();

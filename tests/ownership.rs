@@ -632,3 +632,42 @@ fn against_kube_apiserver_two_keys_coexist() {
     );
     assert_eq!(kube_apiservers_objects(&server), before);
 }
+
+#[test]
+fn a_fight_names_the_other_writer_from_the_trimmed_cache() {
+    use autoregister::api::APIService;
+    use autoregister::client::{Api, Client};
+    let server = TestServer::start();
+    let s = Scratch::new("fight-helm");
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
+    let ctl = Proc::run(&server, &s, &[]);
+    let name = "v1.a.example.com";
+    let priority = || stored(&server, name).and_then(|o| o["spec"]["versionPriority"].as_i64());
+    let helm: Api<APIService> =
+        Api::all(Client::new(server.client_config()).unwrap()).with_field_manager("helm");
+    let warned = || ctl.log().contains("other writer: helm");
+    // helm sets its own spec, the controller puts ours back: each restore is contested;
+    // five within the window are a fight. The cache has no managedFields left (only the
+    // managers they name), so this reads the writer from what the trimming kept.
+    for round in 0..20 {
+        if warned() {
+            break;
+        }
+        assert!(
+            wait_until(|| priority() == Some(10)),
+            "round {round}: ours is not restored\n{}",
+            ctl.log()
+        );
+        let mut obj = helm.get(name).unwrap();
+        obj.spec.version_priority = 99;
+        // helm also owns a field we never write, so its managedFields entry outlives our
+        // restores (an entry left owning nothing is dropped, as kube-apiserver does).
+        obj.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("helm.sh/chart".into(), "a".into());
+        // A 409 means the controller wrote in between: the next round tries again.
+        let _ = helm.update(&obj);
+    }
+    assert!(wait_until(warned), "no fight naming helm:\n{}", ctl.log());
+}

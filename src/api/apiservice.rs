@@ -183,6 +183,20 @@ impl APIService {
     pub fn ownership(&self, key: &str) -> Option<&str> {
         self.metadata.label(key)
     }
+
+    /// Trims a copy kept in a cache to what a reader needs and a write sends back: drops
+    /// `managedFields` but the managers they name (see
+    /// [`ObjectMeta::strip_managed_fields`]), and apiVersion/kind when they are the usual
+    /// ones (a write fills them in again). Every other field stays.
+    pub fn compact_for_cache(&mut self) {
+        self.metadata.strip_managed_fields();
+        if self.api_version.split_once('/') == Some((Self::GROUP, Self::VERSION)) {
+            self.api_version = String::new();
+        }
+        if self.kind == Self::KIND {
+            self.kind = String::new();
+        }
+    }
 }
 
 impl Resource for APIService {

@@ -42,6 +42,11 @@ pub struct ObjectMeta {
     /// name who wrote an object we do not own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_fields: Option<RawJson>,
+    /// The managers a dropped `managedFields` named, most recent write first (see
+    /// [`strip_managed_fields`](Self::strip_managed_fields)); never sent, so a write of a
+    /// stripped copy leaves the server's `managedFields` as they are.
+    #[serde(skip)]
+    pub managers: Box<[Box<str>]>,
     /// Every other field (finalizers, ownerReferences, future fields).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -112,29 +117,28 @@ impl ObjectMeta {
         self.labels.as_ref()?.get(key).map(String::as_str)
     }
 
-    /// The managers named in `metadata.managedFields`, most recent write first.
+    /// The managers named in `metadata.managedFields`, most recent write first (the ones
+    /// kept by [`strip_managed_fields`](Self::strip_managed_fields) once they are dropped).
     pub fn field_managers(&self) -> Vec<String> {
-        let managed = self.managed_fields.as_ref().map(RawJson::to_value);
-        let mut entries: Vec<(String, String)> = managed
-            .as_ref()
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                let manager = e.get("manager")?.as_str()?.to_string();
-                let time = e.get("time").and_then(Value::as_str).unwrap_or("");
-                Some((time.to_string(), manager))
-            })
-            .collect();
-        // RFC 3339 times in UTC sort as strings; the stable sort keeps the server's order on ties.
-        entries.sort_by(|a, b| b.0.cmp(&a.0));
-        let mut out: Vec<String> = Vec::new();
-        for (_, m) in entries {
-            if !out.contains(&m) {
-                out.push(m);
-            }
+        match &self.managed_fields {
+            Some(raw) => managers_of(raw),
+            None => self.managers.iter().map(|m| m.to_string()).collect(),
         }
-        out
+    }
+
+    /// Drops `managedFields`, keeping only the managers they name (for
+    /// [`field_managers`](Self::field_managers)), as controller-runtime's
+    /// `TransformStripManagedFields` does for its caches: the field sets were most of a
+    /// cached APIService and nothing reads them. A write of the stripped object omits
+    /// `managedFields`, and the API server then keeps its own (apimachinery's
+    /// `decodeLiveOrNew`; only a present `[]` or `[{}]` would reset them).
+    pub fn strip_managed_fields(&mut self) {
+        if let Some(raw) = self.managed_fields.take() {
+            self.managers = managers_of(&raw)
+                .into_iter()
+                .map(String::into_boxed_str)
+                .collect();
+        }
     }
 
     /// Removes label `key`.
@@ -153,6 +157,30 @@ impl ObjectMeta {
             .get_or_insert_with(StringMap::new)
             .insert(key.to_string(), value.to_string());
     }
+}
+
+/// The managers of a `managedFields` list, most recent write first, each once.
+fn managers_of(raw: &RawJson) -> Vec<String> {
+    let managed = raw.to_value();
+    let mut entries: Vec<(String, String)> = managed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let manager = e.get("manager")?.as_str()?.to_string();
+            let time = e.get("time").and_then(Value::as_str).unwrap_or("");
+            Some((time.to_string(), manager))
+        })
+        .collect();
+    // RFC 3339 times in UTC sort as strings; the stable sort keeps the server's order on ties.
+    entries.sort_by(|a, b| b.0.cmp(&a.0));
+    let mut out: Vec<String> = Vec::new();
+    for (_, m) in entries {
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    out
 }
 
 /// `metav1.ListMeta`: the list's resourceVersion and the pagination token.
@@ -194,4 +222,48 @@ where
     T: Deserialize<'de>,
 {
     Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn with_managers() -> ObjectMeta {
+        serde_json::from_value(json!({
+            "name": "v1.a",
+            "managedFields": [
+                {"manager": "autoregister", "operation": "Update", "time": "2026-01-01T00:00:00Z",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:group": {}}}},
+                {"manager": "helm", "operation": "Update", "time": "2026-01-02T00:00:00Z",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:versionPriority": {}}}},
+                {"manager": "autoregister", "operation": "Update", "subresource": "status",
+                 "time": "2025-12-31T00:00:00Z"}
+            ]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn stripping_managed_fields_keeps_the_managers_most_recent_first() {
+        let mut meta = with_managers();
+        let before = meta.field_managers();
+        assert_eq!(before, ["helm", "autoregister"]);
+        meta.strip_managed_fields();
+        assert_eq!(meta.managed_fields, None);
+        assert_eq!(meta.field_managers(), before);
+        // Stripping twice keeps what the first one kept.
+        meta.strip_managed_fields();
+        assert_eq!(meta.field_managers(), before);
+    }
+
+    #[test]
+    fn a_stripped_object_is_written_without_managed_fields() {
+        let mut meta = with_managers();
+        meta.strip_managed_fields();
+        let out = serde_json::to_value(&meta).unwrap();
+        // Absent, not `[]`: an API server keeps its own managedFields for an absent list
+        // and resets them for an empty one.
+        assert_eq!(out, json!({"name": "v1.a"}));
+    }
 }

@@ -20,7 +20,7 @@ use crate::client::{Api, Canceller, Client, WriteGate};
 use crate::runtime::clock::deadline_after;
 use crate::runtime::liveness::Liveness;
 use crate::runtime::reflector::{
-    EventHandler, Reflector, ReflectorHandle, ReflectorOptions, DEFAULT_RELIST,
+    EventHandler, Reflector, ReflectorHandle, ReflectorOptions, Transformed, DEFAULT_RELIST,
 };
 use crate::runtime::store::Store;
 use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
@@ -288,7 +288,9 @@ impl Controller {
             ..Default::default()
         };
         threads.reflector = Some(Reflector::spawn(
-            self.inner.api.clone(),
+            // The cache keeps what decisions read and updates write back, not the
+            // managedFields' field sets (most of an object, read by nobody).
+            Transformed::new(self.inner.api.clone(), APIService::compact_for_cache),
             self.inner.store.clone(),
             Arc::new(Enqueue {
                 queue: self.inner.queue.clone(),

@@ -13,6 +13,7 @@ mod replace;
 mod run;
 #[cfg(test)]
 mod test_support;
+mod transform;
 mod watch;
 
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use crate::runtime::store::Store;
 pub use handler::EventHandler;
 pub use list::{list_all, Listed};
 pub use lister_watcher::{ListerWatcher, WatchEvents};
+pub use transform::Transformed;
 
 /// How a reflector lists and watches.
 #[derive(Clone, Debug)]
