@@ -1,10 +1,10 @@
 //! Object metadata shared by every Kubernetes kind (`metav1.ObjectMeta`, `ListMeta`).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::extra::deserialize_keeping_extra;
-use super::StringMap;
+use super::{Extra, StringMap};
 
 /// `metav1.ObjectMeta`: the fields the controller reads, plus everything else verbatim.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -49,7 +49,7 @@ pub struct ObjectMeta {
     pub managers: Box<[Box<str>]>,
     /// Every other field (finalizers, ownerReferences, future fields).
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// A JSON value kept as its text (as the server sent it) and written back unchanged.

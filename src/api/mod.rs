@@ -3,6 +3,7 @@
 mod apiservice;
 mod event;
 mod extra;
+mod extra_map;
 mod label;
 mod lease;
 mod meta;
@@ -17,6 +18,7 @@ pub use apiservice::{
     AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START, DEFAULT_LABEL_KEY,
 };
 pub use event::{Event, ObjectReference};
+pub use extra_map::Extra;
 pub use label::{is_reserved_label_key, validate_label_key};
 pub use lease::{Lease, LeaseSpec};
 pub use meta::{ListMeta, ObjectList, ObjectMeta, RawJson};

@@ -212,7 +212,8 @@ fn fill_type_meta(obj: &mut APIService) {
 /// desired set and every sync of the name read the same allocation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
-    /// The object as declared; the ownership label is added when it is written.
+    /// The object as declared; the ownership label (and apiVersion/kind, when missing) are
+    /// added when it is written.
     pub object: Arc<APIService>,
     /// How it is kept.
     pub mode: SyncMode,
@@ -224,23 +225,20 @@ impl Desired {
         Desired::owned(obj.clone(), mode)
     }
 
-    /// A desired entry made of `obj` itself (no copy).
+    /// A desired entry made of `obj` itself (no copy). The usual apiVersion and kind are
+    /// not kept: every write fills them in ([`Ownership::labelled`], updates), and two
+    /// strings less per entry matter with thousands of entries.
     pub fn owned(mut obj: APIService, mode: SyncMode) -> Desired {
-        fill_type_meta(&mut obj);
+        obj.compact_for_cache();
         Desired {
             object: Arc::new(obj),
             mode,
         }
     }
 
-    /// A desired entry sharing `obj` when it already carries its apiVersion and kind (a
-    /// manifest's entry does); else a completed copy, as [`new`](Self::new).
+    /// A desired entry sharing `obj` as it is (writes fill in what it lacks).
     pub fn shared(obj: Arc<APIService>, mode: SyncMode) -> Desired {
-        if obj.api_version.is_empty() || obj.kind.is_empty() {
-            Desired::owned(Arc::unwrap_or_clone(obj), mode)
-        } else {
-            Desired { object: obj, mode }
-        }
+        Desired { object: obj, mode }
     }
 }
 
@@ -747,8 +745,11 @@ mod tests {
             },
             SyncMode::Always,
         );
+        let Action::Create(obj) = decide4(Some(&d), Current::NotFound, false, false).action else {
+            panic!("expected a create");
+        };
         assert_eq!(
-            (d.object.api_version.as_str(), d.object.kind.as_str()),
+            (obj.api_version.as_str(), obj.kind.as_str()),
             ("apiregistration.k8s.io/v1", "APIService")
         );
         let Action::Update(obj) = decide4(Some(&d), Current::Present(&bare), false, true).action

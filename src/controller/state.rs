@@ -107,7 +107,7 @@ impl State {
             .keys()
             .chain(left_over)
             .filter(|n| !synced.contains(*n))
-            .any(|n| visit(n))
+            .any(visit)
     }
 
     /// Up to `limit` names a `--once` run still waits for, sorted (see `scan_unsynced`).
