@@ -94,7 +94,7 @@ impl State {
     fn scan_unsynced(
         &self,
         managed: impl Fn(&str) -> bool,
-        mut visit: impl FnMut(&String) -> bool,
+        visit: impl FnMut(&String) -> bool,
     ) -> bool {
         let desired = self.desired.read();
         let at_start = self.at_start.read();
