@@ -92,6 +92,9 @@ impl Transport {
     }
 }
 
+/// Input and output buffer of each connection, and the longest response head accepted.
+const CONNECTION_BUFFER: usize = 32 * 1024;
+
 fn build_agent(config: &Config, connector: TlsConnector, pooled: bool) -> ureq::Agent {
     let mut builder = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -103,7 +106,14 @@ fn build_agent(config: &Config, connector: TlsConnector, pooled: bool) -> ureq::
         // The REST API never redirects. Following one would replay a write as a GET (a 302
         // to a POST) and hand our client certificate to whatever host it names; a 3xx is
         // returned and classified as an error instead.
-        .max_redirects(0);
+        .max_redirects(0)
+        // 32 KiB buffers a connection, not ureq's 128 KiB for each direction: requests are
+        // a few KB, answers are read in a stream, and with 2 workers, the watch and a list
+        // the default was ~1 MB of the process. Response heads beyond 32 KiB are refused
+        // (kube-apiserver's are under 1 KB; the limit must not exceed the input buffer).
+        .input_buffer_size(CONNECTION_BUFFER)
+        .output_buffer_size(CONNECTION_BUFFER)
+        .max_response_header_size(CONNECTION_BUFFER);
     if !pooled {
         // A watch connection is used once and closed when the watch ends.
         builder = builder.max_idle_connections(0);

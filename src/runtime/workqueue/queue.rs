@@ -20,6 +20,11 @@ use parking_lot::{Condvar, Mutex};
 use super::metrics::QueueMetrics;
 use crate::runtime::clock::Clock;
 
+/// Capacity (items) above which an emptied queue gives its tables back: a start with
+/// thousands of names leaves a FIFO and a dirty set sized for all of them (~100 bytes a
+/// name) that a steady state of a few adds at a time never needs again.
+const KEEP_CAPACITY: usize = 1024;
+
 /// A FIFO work queue with client-go's dedup and processing semantics.
 pub struct Queue<T> {
     state: Mutex<State<T>>,
@@ -39,6 +44,21 @@ struct State<T> {
     processing: HashMap<T, Instant>,
     shutting_down: bool,
     drain: bool,
+}
+
+impl<T: Eq + Hash> State<T> {
+    /// Frees tables much larger than needed (only when empty: no rehash of live items).
+    fn release_capacity(&mut self) {
+        if self.queue.capacity() > KEEP_CAPACITY {
+            self.queue = VecDeque::new();
+        }
+        if self.dirty.capacity() > KEEP_CAPACITY {
+            self.dirty = HashMap::new();
+        }
+        if self.processing.is_empty() && self.processing.capacity() > KEEP_CAPACITY {
+            self.processing = HashMap::new();
+        }
+    }
 }
 
 impl<T: Clone + Eq + Hash> Queue<T> {
@@ -114,6 +134,8 @@ impl<T: Clone + Eq + Hash> Queue<T> {
         let requeued = s.dirty.contains_key(item);
         if requeued {
             s.queue.push_back(item.clone());
+        } else if s.queue.is_empty() && s.dirty.is_empty() {
+            s.release_capacity();
         }
         let drained = s.drain && s.processing.is_empty() && s.queue.is_empty();
         drop(s);
@@ -192,6 +214,37 @@ mod tests {
         assert_eq!(q.get(), Some("a"));
         assert_eq!(q.get(), Some("b"));
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn an_emptied_queue_gives_back_the_tables_of_a_burst() {
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
+        let metrics = Arc::new(QueueMetrics::new("t", clock.clone()));
+        let q: Queue<u32> = Queue::new(clock, metrics);
+        for i in 0..5000 {
+            q.add(i);
+        }
+        let capacity = |q: &Queue<u32>| {
+            let s = q.state.lock();
+            (s.queue.capacity(), s.dirty.capacity())
+        };
+        assert!(capacity(&q).0 >= 5000 && capacity(&q).1 >= 5000);
+        for _ in 0..4999 {
+            let i = q.get().unwrap();
+            q.done(&i);
+        }
+        assert!(capacity(&q).1 >= 5000, "kept while items wait");
+        let last = q.get().unwrap();
+        q.add(last);
+        q.done(&last);
+        assert!(capacity(&q).1 >= 5000, "kept while an item is requeued");
+        let last = q.get().unwrap();
+        q.done(&last);
+        let (fifo, dirty) = capacity(&q);
+        assert!(fifo <= KEEP_CAPACITY && dirty <= KEEP_CAPACITY, "{fifo} {dirty}");
+        // Still a queue.
+        q.add(7);
+        assert_eq!(q.get(), Some(7));
     }
 
     #[test]
