@@ -1,6 +1,7 @@
 //! What the controller remembers between syncs: desired set, synced-once names, names present at start.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -22,9 +23,10 @@ pub(crate) enum Outcome {
 #[derive(Default)]
 pub(crate) struct State {
     /// name → desired object and mode.
-    desired: RwLock<HashMap<String, Desired>>,
-    /// Names this process has synced successfully at least once.
-    synced_once: Mutex<HashSet<String>>,
+    desired: RwLock<HashMap<Arc<str>, Desired>>,
+    /// Names this process has synced successfully at least once; a desired name shares
+    /// its key's allocation (thousands of names, each otherwise copied once more).
+    synced_once: Mutex<HashSet<Arc<str>>>,
     /// Names in the cache when it first synced; `None` until then.
     at_start: RwLock<Option<HashSet<String>>>,
     /// Last failure per name, cleared on success (for `--once` reports).
@@ -39,7 +41,7 @@ pub(crate) struct State {
 impl State {
     /// Sets the desired entry for a name; returns the previous one.
     pub(crate) fn set_desired(&self, name: String, d: Desired) -> Option<Desired> {
-        self.desired.write().insert(name, d)
+        self.desired.write().insert(name.into(), d)
     }
 
     /// Drops the desired entry for a name.
@@ -59,7 +61,7 @@ impl State {
 
     /// Every desired name.
     pub(crate) fn desired_names(&self) -> Vec<String> {
-        self.desired.read().keys().cloned().collect()
+        self.desired.read().keys().map(|k| k.to_string()).collect()
     }
 
     /// Whether `name` has synced successfully in this process.
@@ -94,7 +96,7 @@ impl State {
     fn scan_unsynced(
         &self,
         managed: impl Fn(&str) -> bool,
-        visit: impl FnMut(&String) -> bool,
+        visit: impl FnMut(&str) -> bool,
     ) -> bool {
         let desired = self.desired.read();
         let at_start = self.at_start.read();
@@ -102,9 +104,11 @@ impl State {
         let left_over = at_start
             .iter()
             .flatten()
-            .filter(|n| !desired.contains_key(*n) && managed(n));
+            .filter(|n| !desired.contains_key(n.as_str()) && managed(n))
+            .map(String::as_str);
         desired
             .keys()
+            .map(|k| &**k)
             .chain(left_over)
             .filter(|n| !synced.contains(*n))
             .any(visit)
@@ -114,7 +118,7 @@ impl State {
     pub(crate) fn unsynced(&self, managed: impl Fn(&str) -> bool, limit: usize) -> Vec<String> {
         let mut names = Vec::new();
         self.scan_unsynced(managed, |n| {
-            names.push(n.clone());
+            names.push(n.to_string());
             names.len() >= limit
         });
         names.sort();
@@ -140,9 +144,10 @@ impl State {
         let left_over = at_start
             .iter()
             .flatten()
-            .filter(|n| !desired.contains_key(*n) && managed(n));
+            .filter(|n| !desired.contains_key(n.as_str()) && managed(n))
+            .map(String::as_str);
         let (mut done, mut total) = (0, 0);
-        for n in desired.keys().chain(left_over) {
+        for n in desired.keys().map(|k| &**k).chain(left_over) {
             total += 1;
             if synced.contains(n) {
                 done += 1;
@@ -158,11 +163,16 @@ impl State {
         match outcome {
             Outcome::Synced => {
                 // Most outcomes are repeats (a watch event for our own write): no new String.
-                let mut synced = self.synced_once.lock();
-                if !synced.contains(name) {
-                    synced.insert(name.to_string());
+                if !self.synced_once.lock().contains(name) {
+                    // The desired key when there is one (looked up before taking the set's
+                    // lock: the scans take the desired map first).
+                    let key = self
+                        .desired
+                        .read()
+                        .get_key_value(name)
+                        .map_or_else(|| Arc::from(name), |(k, _)| k.clone());
+                    self.synced_once.lock().insert(key);
                 }
-                drop(synced);
                 self.failures.lock().remove(name);
                 self.blocked.lock().remove(name);
             }

@@ -76,12 +76,15 @@ impl ManifestSet {
         let owners = self.owners(&candidates, &mut errors);
         let mut kept: BTreeMap<PathBuf, Vec<Manifest>> = BTreeMap::new();
         for (fi, (file, manifests)) in candidates.into_iter().enumerate() {
-            let own: Vec<Manifest> = manifests
+            let mut own: Vec<Manifest> = manifests
                 .into_iter()
                 .enumerate()
                 .filter(|(mi, m)| owners.get(m.name()) == Some(&(fi, *mi)))
                 .map(|(_, m)| m)
                 .collect();
+            // Collected in place: without this the parse's doubled capacity (up to
+            // twice the entries, 64 bytes each) stays allocated for as long as the set.
+            own.shrink_to_fit();
             kept.insert(file, own);
         }
         self.files = kept;

@@ -241,7 +241,10 @@ mod tests {
         let last = q.get().unwrap();
         q.done(&last);
         let (fifo, dirty) = capacity(&q);
-        assert!(fifo <= KEEP_CAPACITY && dirty <= KEEP_CAPACITY, "{fifo} {dirty}");
+        assert!(
+            fifo <= KEEP_CAPACITY && dirty <= KEEP_CAPACITY,
+            "{fifo} {dirty}"
+        );
         // Still a queue.
         q.add(7);
         assert_eq!(q.get(), Some(7));
