@@ -42,11 +42,12 @@ pub struct ObjectMeta {
     /// name who wrote an object we do not own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_fields: Option<RawJson>,
-    /// The managers a dropped `managedFields` named, most recent write first (see
-    /// [`strip_managed_fields`](Self::strip_managed_fields)); never sent, so a write of a
+    /// The managers a dropped `managedFields` named, most recent write first, one per line
+    /// (one allocation; a manager name has no control characters), see
+    /// [`strip_managed_fields`](Self::strip_managed_fields). Never sent, so a write of a
     /// stripped copy leaves the server's `managedFields` as they are.
     #[serde(skip)]
-    pub managers: Box<[Box<str>]>,
+    pub managers: Box<str>,
     /// Every other field (finalizers, ownerReferences, future fields).
     #[serde(flatten)]
     pub extra: Extra,
@@ -122,7 +123,7 @@ impl ObjectMeta {
     pub fn field_managers(&self) -> Vec<String> {
         match &self.managed_fields {
             Some(raw) => managers_of(raw),
-            None => self.managers.iter().map(|m| m.to_string()).collect(),
+            None => self.managers.lines().map(str::to_string).collect(),
         }
     }
 
@@ -134,10 +135,17 @@ impl ObjectMeta {
     /// `decodeLiveOrNew`; only a present `[]` or `[{}]` would reset them).
     pub fn strip_managed_fields(&mut self) {
         if let Some(raw) = self.managed_fields.take() {
-            self.managers = managers_of(&raw)
-                .into_iter()
-                .map(String::into_boxed_str)
-                .collect();
+            let managers = managers_of(&raw);
+            // A name the real server would refuse (empty, a line break) is left out: it
+            // could not be told apart from the separator, and it only ever names a writer.
+            let valid = managers
+                .iter()
+                .filter(|m| !m.is_empty() && !m.contains('\n'));
+            self.managers = valid
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+                .into_boxed_str();
         }
     }
 
