@@ -115,7 +115,7 @@ impl ObjectMeta {
 
     /// The value of label `key`, if set.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.as_ref()?.get(key).map(String::as_str)
+        self.labels.as_ref()?.get(key)
     }
 
     /// The managers named in `metadata.managedFields`, most recent write first (the ones

@@ -158,14 +158,14 @@ impl Ownership {
             return Owner::KubeApiserver(v.to_string());
         }
         let other = obj.metadata.labels.iter().flatten().find(|(k, v)| {
-            **k != self.label_key
-                && (k.ends_with("/automanaged") || k.as_str() == "automanaged")
+            *k != self.label_key
+                && (k.ends_with("/automanaged") || *k == "automanaged")
                 && is_mode_value(v)
         });
         match other {
             Some((k, v)) => Owner::OtherController {
-                key: k.clone(),
-                value: v.clone(),
+                key: k.to_string(),
+                value: v.to_string(),
             },
             None => Owner::Unlabelled,
         }
