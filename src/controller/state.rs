@@ -94,7 +94,7 @@ impl State {
     fn scan_unsynced(
         &self,
         managed: impl Fn(&str) -> bool,
-        mut visit: impl FnMut(&String) -> bool,
+        visit: impl FnMut(&String) -> bool,
     ) -> bool {
         let desired = self.desired.read();
         let at_start = self.at_start.read();
@@ -107,7 +107,7 @@ impl State {
             .keys()
             .chain(left_over)
             .filter(|n| !synced.contains(*n))
-            .any(|n| visit(n))
+            .any(visit)
     }
 
     /// Up to `limit` names a `--once` run still waits for, sorted (see `scan_unsynced`).

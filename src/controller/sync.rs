@@ -112,7 +112,7 @@ pub(crate) fn plan(
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
-    let why = format!("{}; {}", cell.meaning(), decision.reason);
+    let why = Why(cell, decision.reason);
     let uid = cx.store.get(name).and_then(|o| o.metadata.uid.clone());
     if !matches!(
         decision.action,
@@ -159,17 +159,17 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Action::Create(obj) => (
             "create",
             Some(EventReason::Registered),
-            write(cx.api.create(&obj).map(|o| o.metadata.uid)),
+            write(cx.api.create_uid(&obj)),
         ),
         Action::Update(obj) => (
             "update",
             Some(EventReason::Updated),
-            write(cx.api.update(&obj).map(|_| uid.clone())),
+            write(cx.api.update_unread(&obj).map(|()| uid.clone())),
         ),
         Action::Adopt(obj) => (
             "adopt",
             Some(EventReason::Adopted),
-            write(cx.api.update(&obj).map(|_| uid.clone())),
+            write(cx.api.update_unread(&obj).map(|()| uid.clone())),
         ),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
@@ -244,7 +244,7 @@ fn already_changed(
 
 /// Logs a "left alone" decision: once at INFO where a user would wonder why nothing
 /// happened (an onstart object deleted or created after start), else at debug.
-fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &str) {
+fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &Why) {
     let cell = decision.cell;
     let surprising = match (cell.row(), cell.column()) {
         // 2B after the first sync: upstream never recreates an onstart object.
@@ -264,6 +264,16 @@ fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &str) {
             info!("{name} {cell} left alone ({why}): {explain}")
         }
         _ => debug!("{name} {cell}: nothing to do ({why})"),
+    }
+}
+
+/// Why a decision was taken: the cell's meaning and the rule, formatted only when logged
+/// (most syncs are the no-op answer to a watch event and log nothing).
+struct Why(Cell, &'static str);
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {}", self.0.meaning(), self.1)
     }
 }
 
