@@ -386,11 +386,6 @@ impl World {
                 } else {
                     RvChange::Keep
                 };
-                // A restarted kube-apiserver's watch cache begins at the restart: a watch
-                // resumed from before it is answered 410 (the test server alone would accept
-                // it with nothing to replay, as an etcd restored under a running server,
-                // which only `--relist` catches: seed 3157 resumed so after a 429).
-                self.server.faults().expire_next_watch();
                 self.server.restart_empty(rv);
             }
         }
