@@ -63,9 +63,11 @@ fn main() {
     for &n in &sizes {
         let manifests = write_manifests(&dir, n);
         let mut floor = Vec::new();
+        let mut floor_watch = Vec::new();
         let mut runs: Vec<Vec<Run>> = (0..bins.len() * FLAGS.len()).map(|_| Vec::new()).collect();
         for _ in 0..rounds {
-            floor.push(floor_creates(n));
+            floor.push(floor_creates(n, false));
+            floor_watch.push(floor_creates(n, true));
             for (b, (_, bin)) in bins.iter().enumerate() {
                 for (f, flags) in FLAGS.iter().enumerate() {
                     runs[b * FLAGS.len() + f]
@@ -74,6 +76,13 @@ fn main() {
             }
         }
         let floor = median(floor);
+        let floor_watch = median(floor_watch);
+        println!(
+            "| {n} | floor with a watch open | | {:.3} s | {:.3} s | {:.2} | | | | |",
+            floor_watch.as_secs_f64(),
+            floor.as_secs_f64(),
+            floor_watch.as_secs_f64() / floor.as_secs_f64(),
+        );
         for (b, (label, _)) in bins.iter().enumerate() {
             for (f, flags) in FLAGS.iter().enumerate() {
                 let r = median_run(std::mem::take(&mut runs[b * FLAGS.len() + f]));
@@ -171,9 +180,12 @@ fn write_manifests(dir: &Path, n: usize) -> PathBuf {
     sub
 }
 
-/// N creates from WORKERS keep-alive threads over one client: the floor.
-fn floor_creates(n: usize) -> Duration {
+/// N creates from WORKERS keep-alive threads over one client: the floor. With `watch`, a
+/// watch is open meanwhile, read and discarded (what the server spends on the watch that
+/// any controller needs, apart from the controller's own work).
+fn floor_creates(n: usize, watch: bool) -> Duration {
     let server = TestServer::start();
+    let _watch = watch.then(|| raw_watch(&server));
     let api: Api<APIService> = Api::all(Client::new(server.client_config()).expect("client"));
     let objects: Vec<APIService> = (0..n)
         .map(|i| {
@@ -194,6 +206,25 @@ fn floor_creates(n: usize) -> Duration {
         }
     });
     start.elapsed()
+}
+
+/// A watch on APIServices over a plain socket, drained by a thread that decodes nothing.
+fn raw_watch(server: &TestServer) -> std::thread::JoinHandle<()> {
+    use std::io::Read as _;
+    let addr = server.url().trim_start_matches("http://").to_string();
+    let mut conn = std::net::TcpStream::connect(&addr).expect("connect for the watch");
+    write!(
+        conn,
+        "GET /apis/apiregistration.k8s.io/v1/apiservices?watch=true HTTP/1.1\r\nHost: {addr}\r\n\r\n"
+    )
+    .expect("send the watch request");
+    let mut first = [0u8; 12];
+    conn.read_exact(&mut first).expect("the watch answers");
+    assert!(first.starts_with(b"HTTP/1.1 200"), "watch refused");
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+    })
 }
 
 struct Run {

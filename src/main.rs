@@ -5,6 +5,11 @@ mod cli;
 use cli::args::{self, Command};
 use cli::exit;
 
+/// musl's allocator is slow under many small allocations from several threads.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     cli::logging::init();
     let code = match args::parse(std::env::args_os().skip(1)) {

@@ -28,7 +28,7 @@ use chaos::check::Switches;
 const DEFAULT_SEEDS: u64 = 50;
 /// Seeds that once failed, run in `make test` besides 1..=50 (numbers of the schedule
 /// table at commit 4ad1558; each also has a focused regression test).
-const REGRESSION_SEEDS: &[u64] = &[536, 1217, 3795];
+const REGRESSION_SEEDS: &[u64] = &[258, 536, 1217, 3157, 3795, 4188];
 /// Steps per schedule: ~1 s of chaos per seed.
 const STEPS: usize = 8;
 /// Seeds run at once, each with its own server and binary (mostly idle processes, so

@@ -321,10 +321,10 @@ fn removing_a_managed_continuous_entry_deletes_it_with_a_uid_precondition() {
 }
 
 /// Chaos seeds 1217, 1289, 3415: a delete answered 404 (someone deleted the object while
-/// the watch was down) was retried with backoff until the cache caught up. As upstream,
-/// it is done: the object is gone.
+/// the watch was down) was retried with backoff until the cache caught up. The watch brings
+/// the deletion; a retry waits at least 1 s.
 #[test]
-fn a_delete_answered_not_found_while_the_cache_lags_is_not_retried() {
+fn a_delete_answered_not_found_while_the_cache_lags_is_not_retried_at_once() {
     let h = Harness::new();
     let name = "v1.a.example.com";
     h.ctl.add_api_service_to_sync(svc("a.example.com", 10));
@@ -335,10 +335,36 @@ fn a_delete_answered_not_found_while_the_cache_lags_is_not_retried() {
     h.server.delete_object("apiservices", None, name).unwrap();
     h.ctl.remove_api_service_to_sync(name);
     wait_until("the delete is answered", || h.writes(name).len() == 2);
-    // The retries this replaces came 5, 10, 20, 40 ms apart: none may follow in 300 ms.
+    // The retries this replaces came 5, 10, 20, 40 ms apart; a stale-cache answer now waits
+    // at least 1 s: none may follow within 300 ms (an absence: no condition to await).
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(h.writes(name), ["create 201", "delete 404"]);
     h.server.faults().stall_watches(false);
+}
+
+/// Chaos seed 258: a create answered AlreadyExists (someone created the name while the
+/// watch was down) was retried with backoff until the cache caught up. The watch brings
+/// that object, and its event decides the name again; a retry waits at least 1 s.
+#[test]
+fn a_create_answered_already_exists_while_the_cache_lags_is_not_retried_at_once() {
+    let h = Harness::new();
+    h.start();
+    let name = "v1.b.example.com";
+    h.server.faults().stall_watches(true);
+    h.server
+        .seed("apiservices", None, object("b.example.com", None, 5));
+    h.ctl.add_api_service_to_sync(svc("b.example.com", 10));
+    wait_until("the create is answered", || !h.writes(name).is_empty());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(h.writes(name), ["create 409"]);
+    // Once the watch flows, the object is seen as someone else's and left alone.
+    h.server.faults().stall_watches(false);
+    wait_until("it is held as not ours", || {
+        matches!(h.ctl.wait_converged(Duration::ZERO),
+                 Err(p) if p.iter().any(|p| p.name == name && p.blocked))
+    });
+    assert_eq!(h.writes(name), ["create 409"]);
+    assert_eq!(h.priority(name), Some(5));
 }
 
 #[test]

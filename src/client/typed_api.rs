@@ -235,6 +235,26 @@ impl<K: Resource> Api<K> {
         Ok(())
     }
 
+    /// Creates `obj` and reads only the UID the server gave it (for an Event naming the
+    /// object); the rest of the answer is skipped, not decoded.
+    pub fn create_uid(&self, obj: &K) -> Result<Option<String>, Error> {
+        #[derive(serde::Deserialize)]
+        struct Created {
+            #[serde(default)]
+            metadata: CreatedMeta,
+        }
+        #[derive(serde::Deserialize, Default)]
+        struct CreatedMeta {
+            #[serde(default)]
+            uid: Option<String>,
+        }
+        let path = self.with_manager(self.collection_path());
+        let body = self
+            .client
+            .send(Verb::Post, &path, Some(encode_json(obj)?))?;
+        decode::<Created>(&body).map(|c| c.metadata.uid)
+    }
+
     /// [`update`](Self::update) without decoding the answer (see [`create_unread`](Self::create_unread)).
     pub fn update_unread(&self, obj: &K) -> Result<(), Error> {
         let path = self.with_manager(self.object_path(obj.name())?);

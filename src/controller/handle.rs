@@ -569,10 +569,11 @@ impl Inner {
                 Ok(()) => self.queue.forget(&name),
                 // Stopping: nothing to retry (the queue takes no more adds anyway).
                 Err(e) if e.is_cancelled() => {}
-                // The server's Retry-After floors the per-key backoff, never replaces it.
+                // The server's Retry-After (or a stale cache) floors the per-key backoff,
+                // never replaces it.
                 Err(e) => self
                     .queue
-                    .add_rate_limited_at_least(name.clone(), e.retry_after().unwrap_or_default()),
+                    .add_rate_limited_at_least(name.clone(), e.retry_floor()),
             }
             self.queue.done(&name);
         }

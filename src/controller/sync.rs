@@ -35,6 +35,13 @@ pub(crate) struct SyncContext<'a> {
     pub report: &'a Reporters,
 }
 
+/// The soonest retry of a write answered NotFound, Conflict or AlreadyExists. The change
+/// behind such an answer (someone else's create, edit or delete) reaches the cache by the
+/// watch, whose event requeues the name at once; retrying sooner only repeats the answer, in
+/// a loop for as long as a watch is down (chaos seeds 258, 1217, 1289, 3415). The retry
+/// itself covers an answer no change follows.
+pub(crate) const STALE_CACHE_RETRY: Duration = Duration::from_secs(1);
+
 /// Why one sync of one name failed.
 #[derive(Debug, Clone)]
 pub(crate) enum SyncError {
@@ -51,6 +58,17 @@ impl SyncError {
         match self {
             SyncError::Decision(_) => None,
             SyncError::Write(e) => e.retry_after(),
+        }
+    }
+
+    /// No retry sooner than this: the server's `Retry-After`, and for an answer that means
+    /// the cache is behind, [`STALE_CACHE_RETRY`].
+    pub(crate) fn retry_floor(&self) -> Duration {
+        let floor = self.retry_after().unwrap_or_default();
+        if self.is_benign() {
+            floor.max(STALE_CACHE_RETRY)
+        } else {
+            floor
         }
     }
 
@@ -104,15 +122,15 @@ pub(crate) fn plan(
 
 /// Syncs `name` once; `Ok` means the name needs no retry.
 ///
-/// A create or update answered NotFound, Conflict or AlreadyExists is retried with backoff
-/// and does not count as synced: nothing was written, and `--once` must not report success.
-/// A delete so answered is not retried: the watch brings the change that explains it.
+/// A write answered NotFound, Conflict or AlreadyExists does not count as synced (nothing
+/// was written, and `--once` must not report success); it is decided again when the watch
+/// brings the change behind the answer, and retried no sooner than [`STALE_CACHE_RETRY`].
 /// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
 /// and the sync ends as a cancelled write.
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
-    let why = format!("{}; {}", cell.meaning(), decision.reason);
+    let why = Why(cell, decision.reason);
     let uid = cx.store.get(name).and_then(|o| o.metadata.uid.clone());
     if !matches!(
         decision.action,
@@ -159,32 +177,28 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Action::Create(obj) => (
             "create",
             Some(EventReason::Registered),
-            write(cx.api.create(&obj).map(|o| o.metadata.uid)),
+            write(cx.api.create_uid(&obj)),
         ),
         Action::Update(obj) => (
             "update",
             Some(EventReason::Updated),
-            write(cx.api.update(&obj).map(|_| uid.clone())),
+            write(cx.api.update_unread(&obj).map(|()| uid.clone())),
         ),
         Action::Adopt(obj) => (
             "adopt",
             Some(EventReason::Adopted),
-            write(cx.api.update(&obj).map(|_| uid.clone())),
+            write(cx.api.update_unread(&obj).map(|()| uid.clone())),
         ),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
                 uid: Some(uid.clone()),
                 resource_version: None,
             };
-            match cx.api.delete(&n, &p) {
-                Ok(()) => ("delete", Some(EventReason::Deregistered), Ok(Some(uid))),
-                // Upstream's rule: deleted or replaced in the meantime, and the watch
-                // brings that news; retrying while the cache lags only repeats the answer.
-                Err(e) if e.is_not_found() || e.is_conflict() => {
-                    return already_changed(cx, name, cell, e);
-                }
-                Err(e) => ("delete", None, write(Err(e))),
-            }
+            (
+                "delete",
+                Some(EventReason::Deregistered),
+                write(cx.api.delete(&n, &p).map(|()| Some(uid))),
+            )
         }
     };
     match &result {
@@ -203,7 +217,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         // Shutdown cut the request short: not a failure worth a warning.
         Err(e) if e.is_cancelled() => debug!("{name} {cell} {verb}: cancelled"),
         Err(e) if e.is_benign() => {
-            info!("{name} {cell} {verb}: {e}; retrying once the cache catches up")
+            info!("{name} {cell} {verb}: {e}; deciding again when the cache catches up")
         }
         Err(e) => warn!("{name} {cell} {verb} ({why}): failed: {e}"),
     }
@@ -221,30 +235,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     result.map(drop)
 }
 
-/// A delete answered NotFound (gone already) or Conflict (the name now holds another
-/// object): not retried, as upstream, since the watch event of that change decides the
-/// name again. Not counted as done either: `--once` waits for the cache to confirm.
-fn already_changed(
-    cx: &SyncContext<'_>,
-    name: &str,
-    cell: Cell,
-    e: Error,
-) -> Result<(), SyncError> {
-    if e.is_not_found() {
-        info!("{name} {cell} delete: already gone; waiting for the watch to confirm");
-        cx.report.metrics.observe_sync(cell, SyncResult::Ok);
-    } else {
-        info!("{name} {cell} delete: {e}; deciding again on the replacement's event");
-        cx.report.metrics.observe_sync(cell, SyncResult::Error);
-    }
-    cx.state
-        .record_outcome(name, Outcome::Failed(format!("delete: {e}")));
-    Ok(())
-}
-
 /// Logs a "left alone" decision: once at INFO where a user would wonder why nothing
 /// happened (an onstart object deleted or created after start), else at debug.
-fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &str) {
+fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &Why) {
     let cell = decision.cell;
     let surprising = match (cell.row(), cell.column()) {
         // 2B after the first sync: upstream never recreates an onstart object.
@@ -264,6 +257,16 @@ fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &str) {
             info!("{name} {cell} left alone ({why}): {explain}")
         }
         _ => debug!("{name} {cell}: nothing to do ({why})"),
+    }
+}
+
+/// Why a decision was taken: the cell's meaning and the rule, formatted only when logged
+/// (most syncs are the no-op answer to a watch event and log nothing).
+struct Why(Cell, &'static str);
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {}", self.0.meaning(), self.1)
     }
 }
 

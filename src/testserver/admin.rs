@@ -6,7 +6,7 @@
 //!   "failFraction": {"fraction", "code"}, "retryAfter", "closeWatchesAfterMs", "expireNextWatch",
 //!   "cutNextResponse", "pause"}` (every key optional); `DELETE /_testserver/faults` clears them
 //! - `POST /_testserver/pause`, `POST /_testserver/resume`
-//! - `POST /_testserver/restart[?jumpRV=N|rewindRV=N][&empty=true]` (`empty`: the data is gone)
+//! - `POST /_testserver/restart[?jumpRV=N|rewindRV=N][&empty=true]` (`empty`: the data is gone and older watch versions expire)
 //! - `POST /_testserver/seed/<plural>[?namespace=NS]` with the object as body
 //! - `GET /_testserver/rv`
 //! - kube-apiserver mode: `GET /_testserver/kube-apiserver/writes`, and

@@ -525,8 +525,10 @@ impl TestServer {
     }
 
     /// Like [`restart`](Self::restart), but the server comes back with no objects (an etcd
-    /// lost or restored from a backup older than everything); the resourceVersion keeps
-    /// counting unless `rv` moves it, and old watch versions are accepted with nothing to replay.
+    /// lost or restored from a backup older than everything); the resourceVersion moves on
+    /// by one (or as `rv` says), and a watch from an older version is answered 410, as by a
+    /// restarted kube-apiserver, whose watch cache begins at its restart. (Data lost under a
+    /// running server, which only a relist notices: [`wipe_silently`](Self::wipe_silently).)
     pub fn restart_empty(&self, rv: RvChange) {
         self.shared.restart_empty(rv);
     }

@@ -496,6 +496,10 @@ impl Shared {
     pub(crate) fn restart_empty(&self, rv: super::store::RvChange) {
         self.store.wipe();
         self.store.restart(rv);
+        // A rewind makes old versions "from the future" already; otherwise they are too old.
+        if !matches!(rv, super::store::RvChange::Rewind(_)) {
+            self.store.expire_history_before_now();
+        }
         self.drop_connections();
     }
 }

@@ -658,6 +658,16 @@ impl Store {
         self.changed.notify_all();
     }
 
+    /// After a restart on lost data: the loss counts as one change, and the history begins
+    /// after it, so a watch from before is answered 410 (a restarted kube-apiserver's watch
+    /// cache begins at its restart) and the client relists.
+    pub(crate) fn expire_history_before_now(&self) {
+        let mut st = self.state.lock();
+        st.rv += 1;
+        st.history.clear();
+        st.history_start = st.rv;
+    }
+
     /// Forgets every object and the event history, as an API server whose etcd came back
     /// empty. The resourceVersion keeps counting and a watch from any older version is
     /// accepted with nothing to replay: only a client that relists notices the loss.

@@ -16,6 +16,7 @@
 
 mod documents;
 mod error;
+mod fast_yaml;
 mod files;
 mod json_value;
 mod object;
