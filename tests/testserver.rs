@@ -521,7 +521,7 @@ fn validation_group_version_and_priorities() {
 fn validation_local_apiservice_has_no_tls_settings() {
     let mut sp = spec("a.io", "v1");
     sp.service = None;
-    sp.ca_bundle = Some(b"pem".to_vec());
+    sp.ca_bundle = Some(b"pem".as_slice().into());
     sp.insecure_skip_tls_verify = true;
     let c = invalid(APIService::new("v1.a.io", sp));
     assert_eq!(fields(&c), ["spec.caBundle", "spec.insecureSkipTLSVerify"]);
@@ -534,7 +534,7 @@ fn validation_service_reference_and_tls_exclusivity() {
         port: Some(0),
         ..Default::default()
     });
-    sp.ca_bundle = Some(b"pem".to_vec());
+    sp.ca_bundle = Some(b"pem".as_slice().into());
     sp.insecure_skip_tls_verify = true;
     let c = invalid(APIService::new("v1.a.io", sp));
     assert_eq!(

@@ -62,13 +62,14 @@ pub struct APIServiceSpec {
         skip_serializing_if = "std::ops::Not::not"
     )]
     pub insecure_skip_tls_verify: bool,
-    /// PEM CA bundle for the service's serving certificate (base64 on the wire).
+    /// PEM CA bundle for the service's serving certificate (base64 on the wire; boxed, no
+    /// spare capacity: 8 bytes less in every copy).
     #[serde(
         default,
         with = "base64_bytes",
         skip_serializing_if = "Option::is_none"
     )]
-    pub ca_bundle: Option<Vec<u8>>,
+    pub ca_bundle: Option<Box<[u8]>>,
     /// Priority of the group, higher first (1..=20000).
     #[serde(default)]
     pub group_priority_minimum: i32,
@@ -219,7 +220,7 @@ mod base64_bytes {
     use base64::Engine as _;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(v: &Option<Box<[u8]>>, s: S) -> Result<S::Ok, S::Error> {
         match v {
             Some(bytes) => {
                 s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
@@ -228,18 +229,18 @@ mod base64_bytes {
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<[u8]>>, D::Error> {
         let Some(text) = Option::<String>::deserialize(d)? else {
             return Ok(None);
         };
         base64::engine::general_purpose::STANDARD
             .decode(text.as_bytes())
-            .map(Some)
+            .map(|b| Some(b.into_boxed_slice()))
             .map_err(|e| serde::de::Error::custom(format!("caBundle is not base64: {e}")))
     }
 
     /// The field's decoded form, for `deserialize_keeping_extra!`.
-    pub struct Base64(Option<Vec<u8>>);
+    pub struct Base64(Option<Box<[u8]>>);
 
     impl<'de> Deserialize<'de> for Base64 {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -247,7 +248,7 @@ mod base64_bytes {
         }
     }
 
-    impl From<Base64> for Option<Vec<u8>> {
+    impl From<Base64> for Option<Box<[u8]>> {
         fn from(b: Base64) -> Self {
             b.0
         }
@@ -417,7 +418,9 @@ mod size_tests {
     #[test]
     fn an_apiservice_stays_small_inline() {
         let size = std::mem::size_of::<APIService>();
-        // 560 before unknown fields took a pointer when empty and status went behind a Box.
-        assert!(size <= 456, "{size} bytes");
+        // 560 before unknown fields took a pointer when empty, status went behind a Box
+        // and the timestamps and caBundle lost their spare capacity. With the `Arc` header
+        // this is 448 bytes: mimalloc's 448-byte class (the static binary), not its 512.
+        assert!(size <= 432, "{size} bytes");
     }
 }

@@ -27,10 +27,10 @@ pub struct ObjectMeta {
     pub generation: Option<i64>,
     /// RFC 3339 creation time, set by the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub creation_timestamp: Option<String>,
+    pub creation_timestamp: Option<Box<str>>,
     /// RFC 3339 time at which graceful deletion started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deletion_timestamp: Option<String>,
+    pub deletion_timestamp: Option<Box<str>>,
     /// Labels; the controller's ownership label marks managed objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<StringMap>,

@@ -131,7 +131,7 @@ pub(crate) fn validate_apiservice(obj: &Value) -> Result<Vec<FieldError>, String
             "must be positive and less than 1000",
         ));
     }
-    let ca_len = spec.ca_bundle.as_ref().map_or(0, Vec::len);
+    let ca_len = spec.ca_bundle.as_ref().map_or(0, |b| b.len());
     let Some(service) = &spec.service else {
         if ca_len != 0 {
             errs.push(FieldError::invalid(
