@@ -16,6 +16,7 @@ RUN apt-get update \
 WORKDIR /src
 # Cargo.toml names the benches and examples, so they must exist for cargo to read it.
 COPY Cargo.toml Cargo.lock ./
+COPY .cargo .cargo
 COPY src src
 COPY benches benches
 COPY examples examples
