@@ -162,7 +162,7 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         loaded
     };
     report_reload(&controller, &loaded, manifests.path());
-    let mut applied = BTreeMap::new();
+    let mut applied = Arc::default();
     apply(&controller, &mut applied, loaded.desired);
     controller.start();
     info!(
@@ -308,7 +308,7 @@ fn report_timeout(timeout: Duration, controller: &Controller, pending: &[Pending
 fn keep_running(
     controller: &Controller,
     manifests: &mut Reloader,
-    applied: &mut BTreeMap<String, Desired>,
+    applied: &mut Arc<BTreeMap<String, Desired>>,
     stop: &Receiver<i32>,
     lost: &Receiver<()>,
 ) -> End {
@@ -433,10 +433,10 @@ fn report_reload(controller: &Controller, loaded: &Reloaded, path: &std::path::P
 /// when one manifest version replaces every name (and refuse a delete by the empty-set guard).
 fn apply(
     controller: &Controller,
-    applied: &mut BTreeMap<String, Desired>,
-    desired: BTreeMap<String, Desired>,
+    applied: &mut Arc<BTreeMap<String, Desired>>,
+    desired: Arc<BTreeMap<String, Desired>>,
 ) {
-    for (name, d) in &desired {
+    for (name, d) in desired.iter() {
         if applied.get(name) == Some(d) {
             continue;
         }

@@ -1,7 +1,8 @@
 //! One manifest file's text to the desired entries it declares.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -15,8 +16,8 @@ use crate::controller::Desired;
 pub struct Manifest {
     /// The entry and its mode.
     pub desired: Desired,
-    /// File it came from.
-    pub file: PathBuf,
+    /// File it came from (one allocation shared by every object of the file).
+    pub file: Arc<Path>,
     /// 1-based YAML document index; none for JSON.
     pub document: Option<usize>,
     /// 1-based line where its document starts.
@@ -56,6 +57,7 @@ pub fn parse_file(
     let is_json = file.extension().is_some_and(|e| e == "json");
     let mut found = Vec::new();
     let mut errors = Vec::new();
+    let shared: Arc<Path> = file.into();
     // Each document becomes its objects before the next is parsed: only one document's
     // `Value` tree is alive at a time (10,000 of them at once were most of a start's peak).
     let mut take = |value: Result<Value, ManifestError>, document: Option<usize>, line: usize| {
@@ -72,7 +74,7 @@ pub fn parse_file(
                     let mode = manifest_mode(&obj, label_key);
                     found.push(Manifest {
                         desired: Desired::owned(obj, mode),
-                        file: file.to_path_buf(),
+                        file: shared.clone(),
                         document,
                         line,
                     });
@@ -146,7 +148,7 @@ fn duplicates(found: &[Manifest]) -> Vec<ManifestError> {
 /// The error for `dup`, rejected because `owner` declares the same name.
 pub(super) fn duplicate_error(dup: &Manifest, owner: &Manifest) -> ManifestError {
     ManifestError {
-        file: dup.file.clone(),
+        file: dup.file.to_path_buf(),
         document: dup.document,
         line: Some(dup.line),
         message: format!(

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::{fingerprint, ManifestError, ManifestSet};
 use crate::controller::Desired;
@@ -28,8 +29,9 @@ pub enum Poll {
 /// A settled reload.
 #[derive(Debug)]
 pub struct Reloaded {
-    /// The set to apply.
-    pub desired: BTreeMap<String, Desired>,
+    /// The set to apply (shared with the reloader: the caller keeps it as what is applied
+    /// without another copy of every name).
+    pub desired: Arc<BTreeMap<String, Desired>>,
     /// What is wrong on disk; the affected objects kept their previous state.
     pub errors: Vec<ManifestError>,
     /// PATH declared nothing and the last set was kept (the empty-set guard).
@@ -46,7 +48,7 @@ pub struct Reloader {
     /// Fingerprint seen on the previous poll while it differs from `applied`.
     candidate: Option<u64>,
     /// The set last handed out.
-    current: BTreeMap<String, Desired>,
+    current: Arc<BTreeMap<String, Desired>>,
 }
 
 impl Reloader {
@@ -59,7 +61,7 @@ impl Reloader {
             allow_empty,
             applied,
             candidate: None,
-            current: BTreeMap::new(),
+            current: Arc::default(),
         }
     }
 
@@ -97,7 +99,7 @@ impl Reloader {
         let loaded = self.set.reload();
         let held_empty = loaded.desired.is_empty() && !self.current.is_empty() && !self.allow_empty;
         if !held_empty {
-            self.current = loaded.desired;
+            self.current = Arc::new(loaded.desired);
         }
         Reloaded {
             desired: self.current.clone(),

@@ -316,7 +316,7 @@ mod tests {
         let r = set.reload();
         assert!(r.errors.is_empty(), "{:?}", r.errors);
         assert_eq!(names(&r.desired), ["v1.x"]);
-        let owner: Vec<_> = set.manifests().map(|m| m.file.clone()).collect();
+        let owner: Vec<_> = set.manifests().map(|m| m.file.to_path_buf()).collect();
         assert_eq!(owner, [d.path("b.yaml")]);
     }
 
