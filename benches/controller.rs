@@ -152,7 +152,7 @@ fn spec(i: usize) -> (String, APIServiceSpec) {
             port: Some(443),
             ..Default::default()
         }),
-        group: group.clone(),
+        group: group.as_str().into(),
         version: "v1".into(),
         insecure_skip_tls_verify: true,
         group_priority_minimum: 100,

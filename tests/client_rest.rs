@@ -7,7 +7,7 @@ mod scripted;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use autoregister::api::{APIService, ObjectList, WatchEvent};
+use autoregister::api::{APIService, ObjectList, Resource, WatchEvent};
 use autoregister::client::{
     Api, Canceller, Client, Config, DeleteParams, Error, ListParams, WatchParams, WatchStream,
     USER_AGENT,
@@ -117,11 +117,7 @@ fn list_sends_its_parameters_and_decodes_items_and_list_meta() {
         .unwrap();
     assert_eq!(page.metadata.resource_version.as_deref(), Some("42"));
     assert_eq!(page.metadata.continue_, None);
-    let names: Vec<_> = page
-        .items
-        .iter()
-        .map(|o| o.metadata.name.clone().unwrap())
-        .collect();
+    let names: Vec<_> = page.items.iter().map(|o| o.name().to_string()).collect();
     assert_eq!(names, ["a", "b"]);
 
     let r = only_request(&server);
@@ -313,7 +309,7 @@ fn list_pages_through_continue_tokens_until_the_last_page() {
     loop {
         let page: ObjectList<APIService> = api.list(&params).unwrap();
         pages += 1;
-        names.extend(page.items.iter().map(|o| o.metadata.name.clone().unwrap()));
+        names.extend(page.items.iter().map(|o| o.name().to_string()));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(c) => params.continue_token = Some(c),
             None => break,
@@ -892,7 +888,7 @@ fn watch_skips_blank_keep_alive_lines() {
     let names: Vec<_> = [reader.event(), reader.event()]
         .into_iter()
         .map(|e| match e {
-            WatchEvent::Added(o) => o.metadata.name.unwrap(),
+            WatchEvent::Added(o) => o.name().to_string(),
             other => panic!("{other:?}"),
         })
         .collect();

@@ -393,7 +393,7 @@ fn mutated_watch_streams_yield_the_intact_events_and_always_end() {
                     got.push(match item {
                         Ok(
                             WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),
-                        ) => o.metadata.name.unwrap_or_default(),
+                        ) => o.metadata.name.unwrap_or_default().into(),
                         Ok(other) => format!("{other:?}"),
                         Err(e) => format!("error: {e}"),
                     });

@@ -60,7 +60,7 @@ fn api_server_validation(o: &APIService) -> Vec<String> {
     let s = &o.spec;
     let name = o.metadata.name.as_deref().unwrap_or_default();
     if s.group.is_empty() {
-        if s.version != "v1" || name != "v1" {
+        if &*s.version != "v1" || name != "v1" {
             errs.push("only v1 may have an empty group".to_string());
         }
     } else if name != format!("{}.{}", s.version, s.group) {
@@ -181,7 +181,7 @@ fn json_file() {
         r#"{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"v2.a.io"},"spec":{"group":"a.io","version":"v2"}}"#,
     );
     let desired = load(&f).unwrap();
-    assert_eq!(desired["v2.a.io"].object.spec.version, "v2");
+    assert_eq!(&*desired["v2.a.io"].object.spec.version, "v2");
 }
 
 #[test]

@@ -23,7 +23,7 @@ use autoregister::runtime::store::Store;
 
 fn svc(name: &str, rv: &str) -> APIService {
     let mut metadata = ObjectMeta::named(name);
-    metadata.resource_version = Some(rv.to_string());
+    metadata.resource_version = Some(rv.into());
     APIService {
         metadata,
         ..Default::default()
@@ -312,7 +312,7 @@ impl Running {
     fn rv_of(&self, key: &str) -> String {
         self.store
             .get(key)
-            .map(|o| o.metadata.resource_version.clone().unwrap_or_default())
+            .and_then(|o| o.metadata.resource_version.as_deref().map(str::to_string))
             .unwrap_or_default()
     }
     fn wait_watches(&self, n: usize) {
@@ -1059,7 +1059,7 @@ fn lists_and_watches_a_real_http_server_through_api() {
     keys.sort();
     assert_eq!(keys, ["v1.b.example.com", "v1.c.example.com"]);
     assert_eq!(
-        store.get("v1.b.example.com").unwrap().spec.group,
+        &*store.get("v1.b.example.com").unwrap().spec.group,
         "b.example.com"
     );
 

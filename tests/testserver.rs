@@ -376,8 +376,8 @@ fn delete_returns_the_object_and_honours_preconditions() {
     a.delete(
         "v1.a.io",
         &DeleteParams {
-            uid: v1.metadata.uid.clone(),
-            resource_version: v1.metadata.resource_version.clone(),
+            uid: v1.metadata.uid.as_deref().map(str::to_string),
+            resource_version: v1.metadata.resource_version.as_deref().map(str::to_string),
         },
     )
     .unwrap();

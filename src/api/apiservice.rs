@@ -22,11 +22,11 @@ pub const AUTO_MANAGED_ALWAYS: &str = "true";
 #[serde(rename_all = "camelCase")]
 pub struct APIService {
     /// `apiregistration.k8s.io/v1`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub api_version: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub api_version: Box<str>,
     /// `APIService`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub kind: Box<str>,
     /// Standard object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -50,11 +50,11 @@ pub struct APIServiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceReference>,
     /// API group name.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub group: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub group: Box<str>,
     /// API version.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub version: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub version: Box<str>,
     /// Skip TLS verification towards the service (discouraged).
     #[serde(
         default,
@@ -86,11 +86,11 @@ pub struct APIServiceSpec {
 #[serde(rename_all = "camelCase")]
 pub struct ServiceReference {
     /// Namespace of the service.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub namespace: Box<str>,
     /// Name of the service.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub name: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub name: Box<str>,
     /// Port (the server defaults it to 443).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<i32>,
@@ -164,10 +164,10 @@ deserialize_keeping_extra!(APIServiceStatus {
 
 impl APIService {
     /// An APIService with apiVersion/kind set and the given name and spec.
-    pub fn new(name: impl Into<String>, spec: APIServiceSpec) -> Self {
+    pub fn new(name: impl Into<Box<str>>, spec: APIServiceSpec) -> Self {
         APIService {
-            api_version: Self::api_version(),
-            kind: Self::KIND.to_string(),
+            api_version: Self::api_version().into(),
+            kind: Self::KIND.into(),
             metadata: ObjectMeta::named(name),
             spec,
             status: None,
@@ -192,10 +192,10 @@ impl APIService {
     pub fn compact_for_cache(&mut self) {
         self.metadata.strip_managed_fields();
         if self.api_version.split_once('/') == Some((Self::GROUP, Self::VERSION)) {
-            self.api_version = String::new();
+            self.api_version = Box::default();
         }
-        if self.kind == Self::KIND {
-            self.kind = String::new();
+        if &*self.kind == Self::KIND {
+            self.kind = Box::default();
         }
     }
 }

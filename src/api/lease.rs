@@ -70,7 +70,7 @@ deserialize_keeping_extra!(LeaseSpec {
 
 impl Lease {
     /// A Lease with apiVersion/kind set and the given name and spec.
-    pub fn new(name: impl Into<String>, spec: LeaseSpec) -> Self {
+    pub fn new(name: impl Into<Box<str>>, spec: LeaseSpec) -> Self {
         Lease {
             api_version: Self::api_version(),
             kind: Self::KIND.to_string(),

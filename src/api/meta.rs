@@ -12,16 +12,16 @@ use super::{Extra, StringMap};
 pub struct ObjectMeta {
     /// Object name, unique per kind (and namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     /// Namespace of a namespaced object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     /// Server-assigned unique id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
+    pub uid: Option<Box<str>>,
     /// Opaque version used for optimistic concurrency and watches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_version: Option<String>,
+    pub resource_version: Option<Box<str>>,
     /// Bumped by the server when the spec changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
@@ -106,7 +106,7 @@ deserialize_keeping_extra!(ObjectMeta {
 
 impl ObjectMeta {
     /// Metadata with only a name.
-    pub fn named(name: impl Into<String>) -> Self {
+    pub fn named(name: impl Into<Box<str>>) -> Self {
         ObjectMeta {
             name: Some(name.into()),
             ..Default::default()

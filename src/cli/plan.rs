@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use autoregister::api::APIService;
+use autoregister::api::{APIService, Resource};
 use autoregister::client::{Api, Canceller};
 use autoregister::controller::load;
 use autoregister::controller::{decide, Action, Current, Facts};
@@ -50,7 +50,7 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         Ok(Some(listed)) => listed
             .items
             .into_iter()
-            .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
+            .map(|o| (o.name().to_string(), o))
             .collect(),
         Ok(None) => {
             return Err(Failure::failed(format!(

@@ -199,10 +199,10 @@ pub fn manifest_mode(obj: &APIService, label_key: &str) -> SyncMode {
 /// a request body should carry them.
 fn fill_type_meta(obj: &mut APIService) {
     if obj.api_version.is_empty() {
-        obj.api_version = APIService::api_version();
+        obj.api_version = APIService::api_version().into();
     }
     if obj.kind.is_empty() {
-        obj.kind = APIService::KIND.to_string();
+        obj.kind = APIService::KIND.into();
     }
 }
 
@@ -468,8 +468,8 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
         return match (&curr.metadata.name, &curr.metadata.uid) {
             (Some(name), Some(uid)) if !name.is_empty() && !uid.is_empty() => (
                 Action::Delete {
-                    name: name.clone(),
-                    uid: uid.clone(),
+                    name: name.to_string(),
+                    uid: uid.to_string(),
                 },
                 "managed, not desired",
             ),
@@ -556,8 +556,8 @@ mod tests {
 
     fn spec(group: &str) -> APIServiceSpec {
         APIServiceSpec {
-            group: group.to_string(),
-            version: "v1".to_string(),
+            group: group.into(),
+            version: "v1".into(),
             group_priority_minimum: 100,
             version_priority: 10,
             ..Default::default()
@@ -567,8 +567,8 @@ mod tests {
     /// A cached object as the server returns it: with uid and resourceVersion.
     fn cached(label: Option<&str>, group: &str) -> APIService {
         let mut o = APIService::new("v1.foo", spec(group));
-        o.metadata.uid = Some("uid-1".to_string());
-        o.metadata.resource_version = Some("42".to_string());
+        o.metadata.uid = Some("uid-1".into());
+        o.metadata.resource_version = Some("42".into());
         if let Some(l) = label {
             o.metadata.set_label(KEY, l);
         }
@@ -736,8 +736,8 @@ mod tests {
     #[test]
     fn written_objects_carry_api_version_and_kind() {
         let mut bare = cached(Some("true"), "stale");
-        bare.api_version.clear();
-        bare.kind.clear();
+        bare.api_version = Box::default();
+        bare.kind = Box::default();
         let d = Desired::new(
             &APIService {
                 metadata: bare.metadata.clone(),
@@ -749,7 +749,7 @@ mod tests {
             panic!("expected a create");
         };
         assert_eq!(
-            (obj.api_version.as_str(), obj.kind.as_str()),
+            (&*obj.api_version, &*obj.kind),
             ("apiregistration.k8s.io/v1", "APIService")
         );
         let Action::Update(obj) = decide4(Some(&d), Current::Present(&bare), false, true).action
@@ -757,7 +757,7 @@ mod tests {
             panic!("expected an update");
         };
         assert_eq!(
-            (obj.api_version.as_str(), obj.kind.as_str()),
+            (&*obj.api_version, &*obj.kind),
             ("apiregistration.k8s.io/v1", "APIService")
         );
     }
@@ -804,7 +804,7 @@ mod tests {
         let mut no_uid = cached(Some("true"), "x");
         no_uid.metadata.uid = None;
         let mut no_name = cached(Some("true"), "x");
-        no_name.metadata.name = Some(String::new());
+        no_name.metadata.name = Some(Box::default());
         for curr in [no_uid, no_name] {
             let got = decide4(None, Current::Present(&curr), false, true);
             assert_eq!(got.cell.to_string(), "6A");
@@ -1012,8 +1012,8 @@ mod tests {
     fn upstream_test_sync_cases() {
         fn obj(label: Option<&str>, group: &str) -> APIService {
             let mut o = APIService::new("foo", APIServiceSpec::default());
-            o.spec.group = group.to_string();
-            o.metadata.uid = Some("uid-foo".to_string());
+            o.spec.group = group.into();
+            o.metadata.uid = Some("uid-foo".into());
             if let Some(l) = label {
                 o.metadata.set_label(KEY, l);
             }
@@ -1080,7 +1080,7 @@ mod tests {
                 (Want::Update, Action::Update(o)) => {
                     assert_eq!(o.metadata.name.as_deref(), Some("foo"), "{name}");
                     assert_eq!(o.ownership(KEY), Some("true"), "{name}");
-                    assert_eq!(o.spec.group, "", "{name}");
+                    assert_eq!(&*o.spec.group, "", "{name}");
                 }
                 (Want::Delete, Action::Delete { name: n, uid }) => {
                     assert_eq!((n.as_str(), uid.as_str()), ("foo", "uid-foo"), "{name}");

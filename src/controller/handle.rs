@@ -15,7 +15,7 @@ use super::metrics::{ControllerMetrics, Gauges};
 use super::report::Reporters;
 use super::state::State;
 use super::sync::{self, SyncContext};
-use crate::api::{APIService, DEFAULT_LABEL_KEY};
+use crate::api::{APIService, Resource, DEFAULT_LABEL_KEY};
 use crate::client::{Api, Canceller, Client, WriteGate};
 use crate::runtime::clock::deadline_after;
 use crate::runtime::liveness::Liveness;
@@ -139,16 +139,13 @@ struct Enqueue {
 
 impl EventHandler<APIService> for Enqueue {
     fn on_add(&self, obj: &Arc<APIService>) {
-        self.queue
-            .add(obj.metadata.name.clone().unwrap_or_default());
+        self.queue.add(obj.name().to_string());
     }
     fn on_update(&self, _old: &Arc<APIService>, new: &Arc<APIService>) {
-        self.queue
-            .add(new.metadata.name.clone().unwrap_or_default());
+        self.queue.add(new.name().to_string());
     }
     fn on_delete(&self, obj: &Arc<APIService>) {
-        self.queue
-            .add(obj.metadata.name.clone().unwrap_or_default());
+        self.queue.add(obj.name().to_string());
     }
     /// After an outage, names whose writes failed meanwhile wait a per-name backoff grown
     /// over the outage, and their retries queue for the overall bucket (10/s): 1,000 names
@@ -250,7 +247,7 @@ impl Controller {
     }
 
     fn add(&self, obj: Arc<APIService>, mode: SyncMode) {
-        let name = obj.metadata.name.clone().unwrap_or_default();
+        let name = obj.name().to_string();
         if name.is_empty() {
             // Nothing to key it by; the API would refuse it anyway.
             warn!("ignoring an APIService without metadata.name");

@@ -131,7 +131,10 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     let decision = plan(cx.state, cx.store, cx.ownership, name);
     let cell = decision.cell;
     let why = Why(cell, decision.reason);
-    let uid = cx.store.get(name).and_then(|o| o.metadata.uid.clone());
+    let uid = cx
+        .store
+        .get(name)
+        .and_then(|o| o.metadata.uid.as_deref().map(str::to_string));
     if !matches!(
         decision.action,
         Action::None | Action::Blocked(_) | Action::Error(_)

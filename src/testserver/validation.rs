@@ -99,7 +99,7 @@ pub(crate) fn validate_apiservice(obj: &Value) -> Result<Vec<FieldError>, String
             errs.push(FieldError::invalid("metadata.name", &json!(name), &m));
         }
     }
-    if spec.group.is_empty() && spec.version != "v1" {
+    if spec.group.is_empty() && &*spec.version != "v1" {
         errs.push(FieldError::required(
             "spec.group",
             "only v1 may have an empty group and it better be legacy kube",

@@ -260,7 +260,7 @@ fn make_event(
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let mut metadata = ObjectMeta::named(format!("{name}.{nanos:x}"));
-    metadata.namespace = Some(EVENT_NAMESPACE.to_string());
+    metadata.namespace = Some(EVENT_NAMESPACE.into());
     Event {
         api_version: Event::api_version(),
         kind: Event::KIND.to_string(),

@@ -188,13 +188,13 @@ mod tests {
         assert_eq!(r.errors[0].file, d.path("a.yaml"));
         assert_eq!(names(&r.desired), ["v1.a"]);
         assert_eq!(
-            r.desired["v1.a"].object.spec.group, "a",
+            &*r.desired["v1.a"].object.spec.group, "a",
             "the old object, not half an edit"
         );
         d.write("a.yaml", &svc("v1.a", "fixed"));
         let r = set.reload();
         assert!(r.errors.is_empty());
-        assert_eq!(r.desired["v1.a"].object.spec.group, "fixed");
+        assert_eq!(&*r.desired["v1.a"].object.spec.group, "fixed");
     }
 
     #[test]
@@ -290,9 +290,9 @@ mod tests {
         );
         let r = set.reload();
         assert_eq!(names(&r.desired), ["v1.a", "v1.x"]);
-        assert_eq!(r.desired["v1.x"].object.spec.group, "from-b");
+        assert_eq!(&*r.desired["v1.x"].object.spec.group, "from-b");
         assert_eq!(
-            r.desired["v1.a"].object.spec.group, "a2",
+            &*r.desired["v1.a"].object.spec.group, "a2",
             "the rest of the edit applies"
         );
         assert_eq!(r.errors.len(), 1);
@@ -302,7 +302,7 @@ mod tests {
         d.write("b.yaml", "");
         let r = set.reload();
         assert!(r.errors.is_empty(), "{:?}", r.errors);
-        assert_eq!(r.desired["v1.x"].object.spec.group, "from-a");
+        assert_eq!(&*r.desired["v1.x"].object.spec.group, "from-a");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::EventHandler;
 /// An APIService with a name and a resourceVersion.
 pub(super) fn svc(name: &str, rv: &str) -> APIService {
     let mut metadata = ObjectMeta::named(name);
-    metadata.resource_version = Some(rv.to_string());
+    metadata.resource_version = Some(rv.into());
     APIService {
         metadata,
         ..Default::default()
