@@ -1,6 +1,8 @@
 //! The cache a reflector fills: objects by key behind one lock, handed out as `Arc`s.
 
-use std::collections::HashMap;
+use std::borrow::Borrow;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +15,7 @@ use crate::api::Resource;
 /// Keys are the name for cluster-scoped kinds and `namespace/name` for namespaced ones
 /// (see [`key_of`]). Readers hold the lock only for a lookup or a copy of the `Arc`s.
 pub struct Store<K> {
-    objects: RwLock<HashMap<String, Arc<K>>>,
+    objects: RwLock<HashSet<Entry<K>>>,
     synced: Mutex<bool>,
     synced_cv: Condvar,
 }
@@ -26,6 +28,47 @@ pub fn key_of<K: Resource>(obj: &K) -> String {
     }
 }
 
+/// A cached object found by its key. A key that is the object's name is read from the
+/// object itself: thousands of cached names would otherwise each be copied once more.
+struct Entry<K> {
+    /// The key when it is not the name (`namespace/name`).
+    key: Option<Box<str>>,
+    obj: Arc<K>,
+}
+
+impl<K: Resource> Entry<K> {
+    fn new(obj: Arc<K>) -> Self {
+        let key = key_of(obj.as_ref());
+        let key = (key != obj.name()).then(|| key.into_boxed_str());
+        Entry { key, obj }
+    }
+
+    fn key(&self) -> &str {
+        self.key.as_deref().unwrap_or_else(|| self.obj.name())
+    }
+}
+
+impl<K: Resource> Borrow<str> for Entry<K> {
+    fn borrow(&self) -> &str {
+        self.key()
+    }
+}
+
+// Hash and equality are the key's, as `Borrow<str>` requires.
+impl<K: Resource> Hash for Entry<K> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl<K: Resource> PartialEq for Entry<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl<K: Resource> Eq for Entry<K> {}
+
 impl<K: Resource> Default for Store<K> {
     fn default() -> Self {
         Self::new()
@@ -36,7 +79,7 @@ impl<K: Resource> Store<K> {
     /// An empty, not yet synced store.
     pub fn new() -> Self {
         Store {
-            objects: RwLock::new(HashMap::new()),
+            objects: RwLock::new(HashSet::new()),
             synced: Mutex::new(false),
             synced_cv: Condvar::new(),
         }
@@ -44,17 +87,17 @@ impl<K: Resource> Store<K> {
 
     /// The object under `key`, if cached.
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
-        self.objects.read().get(key).cloned()
+        self.objects.read().get(key).map(|e| e.obj.clone())
     }
 
     /// Every cached object, in no particular order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.objects.read().values().cloned().collect()
+        self.objects.read().iter().map(|e| e.obj.clone()).collect()
     }
 
     /// Every cached key, in no particular order.
     pub fn keys(&self) -> Vec<String> {
-        self.objects.read().keys().cloned().collect()
+        self.objects.read().iter().map(|e| e.key().to_string()).collect()
     }
 
     /// Number of cached objects.
@@ -92,18 +135,22 @@ impl<K: Resource> Store<K> {
 
     /// Stores `obj` under its key; answers the object it replaced. Written by the reflector.
     pub fn insert(&self, obj: Arc<K>) -> Option<Arc<K>> {
-        let key = key_of(obj.as_ref());
-        self.objects.write().insert(key, obj)
+        let entry = Entry::new(obj);
+        self.objects.write().replace(entry).map(|e| e.obj)
     }
 
     /// Removes `key`; answers the object it held. Written by the reflector.
     pub fn remove(&self, key: &str) -> Option<Arc<K>> {
-        self.objects.write().remove(key)
+        self.objects.write().take(key).map(|e| e.obj)
     }
 
     /// Swaps in a whole new map in one write (readers never see half of it); answers the old one.
     pub fn replace(&self, objects: HashMap<String, Arc<K>>) -> HashMap<String, Arc<K>> {
-        std::mem::replace(&mut *self.objects.write(), objects)
+        let next: HashSet<Entry<K>> = objects.into_values().map(Entry::new).collect();
+        let old = std::mem::replace(&mut *self.objects.write(), next);
+        old.into_iter()
+            .map(|e| (e.key().to_string(), e.obj))
+            .collect()
     }
 
     /// Marks the store synced and wakes every [`wait_for_sync`](Self::wait_for_sync).
@@ -123,7 +170,7 @@ mod tests {
 
     fn svc(name: &str, rv: &str) -> Arc<APIService> {
         let mut meta = ObjectMeta::named(name);
-        meta.resource_version = Some(rv.to_string());
+        meta.resource_version = Some(rv.into());
         Arc::new(APIService {
             metadata: meta,
             ..Default::default()
