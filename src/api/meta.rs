@@ -1,9 +1,12 @@
 //! Object metadata shared by every Kubernetes kind (`metav1.ObjectMeta`, `ListMeta`).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::extra::deserialize_keeping_extra;
+use super::intern::intern;
 use super::{Extra, StringMap};
 
 /// `metav1.ObjectMeta`: the fields the controller reads, plus everything else verbatim.
@@ -43,11 +46,11 @@ pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_fields: Option<RawJson>,
     /// The managers a dropped `managedFields` named, most recent write first, one per line
-    /// (one allocation; a manager name has no control characters), see
-    /// [`strip_managed_fields`](Self::strip_managed_fields). Never sent, so a write of a
-    /// stripped copy leaves the server's `managedFields` as they are.
+    /// (a manager name has no control characters; one copy shared by every object naming the
+    /// same managers), see [`strip_managed_fields`](Self::strip_managed_fields). Never sent,
+    /// so a write of a stripped copy leaves the server's `managedFields` as they are.
     #[serde(skip)]
-    pub managers: Box<str>,
+    pub managers: Option<Arc<str>>,
     /// Every other field (finalizers, ownerReferences, future fields).
     #[serde(flatten)]
     pub extra: Extra,
@@ -123,7 +126,12 @@ impl ObjectMeta {
     pub fn field_managers(&self) -> Vec<String> {
         match &self.managed_fields {
             Some(raw) => managers_of(raw),
-            None => self.managers.lines().map(str::to_string).collect(),
+            None => self
+                .managers
+                .iter()
+                .flat_map(|m| m.lines())
+                .map(str::to_string)
+                .collect(),
         }
     }
 
@@ -141,11 +149,8 @@ impl ObjectMeta {
             let valid = managers
                 .iter()
                 .filter(|m| !m.is_empty() && !m.contains('\n'));
-            self.managers = valid
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .join("\n")
-                .into_boxed_str();
+            let joined = valid.map(String::as_str).collect::<Vec<_>>().join("\n");
+            self.managers = (!joined.is_empty()).then(|| intern(&joined));
         }
     }
 

@@ -4,6 +4,7 @@ mod apiservice;
 mod event;
 mod extra;
 mod extra_map;
+mod intern;
 mod label;
 mod lease;
 mod meta;

@@ -97,7 +97,11 @@ impl<K: Resource> Store<K> {
 
     /// Every cached key, in no particular order.
     pub fn keys(&self) -> Vec<String> {
-        self.objects.read().iter().map(|e| e.key().to_string()).collect()
+        self.objects
+            .read()
+            .iter()
+            .map(|e| e.key().to_string())
+            .collect()
     }
 
     /// Number of cached objects.
