@@ -1,16 +1,13 @@
 //! The `autoregister` command.
 
+mod allocator;
 mod cli;
 
 use cli::args::{self, Command};
 use cli::exit;
 
-/// musl's allocator is slow under many small allocations from several threads.
-#[cfg(target_env = "musl")]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
+    allocator::purge_freed_memory_at_once();
     cli::logging::init();
     let code = match args::parse(std::env::args_os().skip(1)) {
         Ok(Command::Help) => {
