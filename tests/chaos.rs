@@ -170,7 +170,7 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
     use autoregister::api::APIServiceSpec;
     use autoregister::testserver::RequestRecord;
     use chaos::check::{check, Bounds};
-    use chaos::world::{DesiredVersion, ProcSpan, Timeline};
+    use chaos::world::{proc_user, DesiredVersion, Flavour, ProcSpan, Timeline};
     use serde_json::json;
 
     let t0 = SystemTime::now();
@@ -191,6 +191,8 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
             user_agent: Some(autoregister::client::USER_AGENT.into()),
             field_manager: None,
             uid_precondition: None,
+            // Process 0 runs until 7 s, process 1 from 8 s.
+            user: Some(proc_user(usize::from(ms >= 8000))),
         }
     };
     let desired = |ms: u64, names: &[&str]| DesiredVersion {
@@ -207,8 +209,10 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
             desired(5000, &["v1.c0.x"]),
         ],
         foreign_uids: ["u-foreign".to_string()].into(),
+        never_ours: ["v1.builtin".to_string()].into(),
         procs: vec![
             ProcSpan {
+                user: proc_user(0),
                 started: s(0),
                 terminated: Some(s(7000)),
                 code: Some(0),
@@ -216,6 +220,7 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
                 log: String::new(),
             },
             ProcSpan {
+                user: proc_user(1),
                 started: s(8000),
                 terminated: Some(s(20_000)),
                 code: Some(0),
@@ -229,6 +234,7 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
         unconverged: Vec::new(),
         steps: Vec::new(),
         retry_after_zero: vec![(s(1900), s(2100))],
+        ..Timeline::default()
     };
     let del = |uid: &str| Some(json!({"preconditions": {"uid": uid}}));
     let clean = vec![
@@ -263,12 +269,15 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
     bad.push(rec(400, "delete", "v1.c0.x", 200, None));
     bad.push(rec(10_500, "update", "v1.c0.x", 200, None));
     bad.push(rec(7500, "create", "v1.c0.x", 201, None));
+    // A built-in of kube-apiserver's, updated under its own name.
+    bad.push(rec(600, "update", "v1.builtin", 200, None));
     for i in 0..40 {
         bad.push(rec(2000 + i, "update", "v1.c1.x", 429, None));
     }
     bad.sort_by_key(|r| r.time);
     let mut t_bad = t;
     t_bad.procs[1].code = None;
+    t_bad.unexpected_exits.push((0, 2));
     let names: std::collections::BTreeSet<&str> = check(&bad, &t_bad, &b, on)
         .iter()
         .map(|v| v.invariant)
@@ -281,6 +290,7 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
         "no hot loop (writes per key)",
         "no write after SIGTERM",
         "clean exit on SIGTERM",
+        "the controller keeps running",
     ]
     .into();
     assert_eq!(names, want);
@@ -311,4 +321,53 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
     );
     t_bad.retry_after_zero.clear();
     assert_eq!(known(&t_bad)[1], ("no hot loop (writes per key)", false));
+
+    // Leader election: writes only by the process whose Lease write took the lease; a
+    // release names no holder; after the server lost its data (the Lease with it), the old
+    // leader's renew deadline is not judged.
+    let lease = |ms: u64, verb: &str, holder: &str, user: usize| {
+        let mut r = rec(ms, verb, "autoregister", 200, None);
+        r.resource = Some("leases".into());
+        r.body = Some(json!({"spec": {"holderIdentity": holder}}));
+        r.user = Some(proc_user(user));
+        r
+    };
+    let by = |mut r: RequestRecord, user: usize| {
+        r.user = Some(proc_user(user));
+        r
+    };
+    let mut tl = Timeline {
+        flavour: Flavour {
+            kube_apiserver: false,
+            leader_elect: true,
+        },
+        desired: vec![desired(0, &["v1.c0.x"])],
+        converged: Some(s(10_000)),
+        ..Timeline::default()
+    };
+    let elected = vec![
+        lease(50, "create", "a", 0),
+        by(rec(100, "create", "v1.c0.x", 201, None), 0),
+        lease(3000, "update", "", 0),
+        lease(3200, "update", "b", 1),
+        by(rec(3300, "update", "v1.c0.x", 200, None), 1),
+    ];
+    assert!(check(&elected, &tl, &b, on).is_empty());
+    let mut split = elected.clone();
+    split.push(by(rec(3100, "update", "v1.c0.x", 200, None), 0));
+    split.push(by(rec(3400, "update", "v1.c0.x", 200, None), 0));
+    split.sort_by_key(|r| r.time);
+    let leader_violations = |log: &[RequestRecord], t: &Timeline| {
+        check(log, t, &b, on)
+            .iter()
+            .filter(|v| v.invariant == "only the lease holder writes")
+            .count()
+    };
+    assert_eq!(leader_violations(&split, &tl), 2);
+    tl.data_lost = vec![s(3350)];
+    assert_eq!(
+        leader_violations(&split, &tl),
+        1,
+        "the write at 3.4 s is exempt"
+    );
 }

@@ -99,6 +99,9 @@ pub use store::RvChange;
 
 use server::Shared;
 
+/// The user the [`Builder::token`] authenticates as.
+pub const TOKEN_USER: &str = "testserver";
+
 /// Events kept for watch replay unless set otherwise.
 pub const DEFAULT_HISTORY: usize = 1000;
 /// Interval of BOOKMARK events unless set otherwise (the real server sends one about every
@@ -121,6 +124,7 @@ pub struct Builder {
     tls: bool,
     client_ca: Option<Vec<u8>>,
     token: Option<String>,
+    users: HashMap<String, String>,
     history: usize,
     bookmark_interval: Duration,
     log_capacity: usize,
@@ -136,6 +140,7 @@ impl Default for Builder {
             tls: false,
             client_ca: None,
             token: None,
+            users: HashMap::new(),
             history: DEFAULT_HISTORY,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             log_capacity: DEFAULT_LOG_CAPACITY,
@@ -171,6 +176,14 @@ impl Builder {
     /// Require `Authorization: Bearer <token>` on API requests (401 otherwise).
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// Accept `Authorization: Bearer <token>` as user `name`, as kube-apiserver's static token
+    /// file does (the request log names the user); repeatable, and beside
+    /// [`token`](Self::token). With any token set, requests without a known one get 401.
+    pub fn user(mut self, token: impl Into<String>, name: impl Into<String>) -> Self {
+        self.users.insert(token.into(), name.into());
         self
     }
 
@@ -238,7 +251,13 @@ impl Builder {
         let mut shared = Shared::new(
             store::Store::new(self.history),
             requestlog::RequestLog::new(self.log_capacity),
-            self.token.clone(),
+            {
+                let mut users = self.users;
+                if let Some(t) = &self.token {
+                    users.insert(t.clone(), TOKEN_USER.to_string());
+                }
+                users
+            },
             tls.as_ref().map(|t| t.config.clone()),
             addr,
             self.bookmark_interval,
@@ -311,6 +330,11 @@ impl TestServer {
         self.token.as_deref()
     }
 
+    /// Accepts `token` as user `name` from now on (see [`Builder::user`]).
+    pub fn add_user(&self, token: impl Into<String>, name: impl Into<String>) {
+        self.shared.users.write().insert(token.into(), name.into());
+    }
+
     /// A client configuration for this server: URL, CA, token, and no client-side rate limit.
     pub fn client_config(&self) -> crate::client::Config {
         let mut c = crate::client::Config::new(self.url.clone());
@@ -330,6 +354,11 @@ impl TestServer {
 
     /// The kubeconfig text [`write_kubeconfig`](Self::write_kubeconfig) writes.
     pub fn kubeconfig(&self) -> String {
+        self.kubeconfig_with_token(self.token.as_deref())
+    }
+
+    /// A kubeconfig for this server that authenticates with `token` (none: anonymous).
+    pub fn kubeconfig_with_token(&self, token: Option<&str>) -> String {
         use base64::Engine as _;
         let mut cluster = format!("    server: {}\n", self.url);
         if let Some(ca) = &self.ca_pem {
@@ -338,14 +367,9 @@ impl TestServer {
                 base64::engine::general_purpose::STANDARD.encode(ca)
             ));
         }
-        let user = match &self.token {
-            Some(t) => format!("    token: {t}\n"),
-            None => "    {}\n".to_string(),
-        };
-        let user = if self.token.is_some() {
-            format!("  user:\n{user}")
-        } else {
-            "  user: {}\n".to_string()
+        let user = match token {
+            Some(t) => format!("  user:\n    token: {t}\n"),
+            None => "  user: {}\n".to_string(),
         };
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: testserver\n  cluster:\n{cluster}users:\n- name: testserver\n{user}contexts:\n- name: testserver\n  context:\n    cluster: testserver\n    user: testserver\ncurrent-context: testserver\n"

@@ -44,6 +44,8 @@ pub struct RequestRecord {
     pub field_manager: Option<String>,
     /// `preconditions.uid` of the body (a delete's `DeleteOptions`), when given.
     pub uid_precondition: Option<String>,
+    /// The user the bearer token authenticated as (see `Builder::user`); none without one.
+    pub user: Option<String>,
 }
 
 fn ser_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use super::errors::{self, ApiErr};
@@ -24,7 +24,9 @@ pub(crate) struct Shared {
     pub(crate) store: Store,
     pub(crate) faults: Faults,
     pub(crate) log: RequestLog,
-    pub(crate) token: Option<String>,
+    /// Bearer tokens accepted and the user each authenticates as (kube-apiserver's static
+    /// token file); empty: no authentication.
+    pub(crate) users: RwLock<HashMap<String, String>>,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) addr: SocketAddr,
     pub(crate) bookmark_interval: Duration,
@@ -65,7 +67,7 @@ impl Shared {
     pub(crate) fn new(
         store: Store,
         log: RequestLog,
-        token: Option<String>,
+        users: HashMap<String, String>,
         tls: Option<Arc<rustls::ServerConfig>>,
         addr: SocketAddr,
         bookmark_interval: Duration,
@@ -75,7 +77,7 @@ impl Shared {
             store,
             faults: Faults::default(),
             log,
-            token,
+            users: RwLock::new(users),
             tls,
             addr,
             bookmark_interval,
@@ -314,6 +316,7 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         user_agent: req.header("user-agent").map(str::to_string),
         field_manager: req.query("fieldManager").map(str::to_string),
         uid_precondition: None,
+        user: None,
     };
     rec.uid_precondition = rec
         .body
@@ -321,12 +324,14 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         .and_then(|b| b.pointer("/preconditions/uid"))
         .and_then(Value::as_str)
         .map(str::to_string);
-    let authorized = match &shared.token {
-        None => true,
-        Some(t) => req
+    let authorized = {
+        let users = shared.users.read();
+        rec.user = req
             .header("authorization")
             .and_then(|h| h.strip_prefix("Bearer "))
-            .is_some_and(|h| h.trim() == t),
+            .and_then(|t| users.get(t.trim()))
+            .cloned();
+        users.is_empty() || rec.user.is_some()
     };
     let result: Result<Response, ApiErr> = match route {
         Route::Public(v) => {

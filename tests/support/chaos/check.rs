@@ -41,6 +41,10 @@ pub struct Bounds {
     pub exit: Duration,
     /// A write received this soon after SIGTERM was sent before it (loopback transit).
     pub sigterm_grace: Duration,
+    /// After the API server loses its data (the Lease with it), how long the old leader may
+    /// keep writing beside a replica that created a fresh Lease: its renew deadline, which
+    /// ends its leadership (plus transit).
+    pub lease_lost_grace: Duration,
 }
 
 impl Default for Bounds {
@@ -53,6 +57,7 @@ impl Default for Bounds {
             lists_per_sec: 10,
             exit: Duration::from_secs(5),
             sigterm_grace: Duration::from_millis(50),
+            lease_lost_grace: super::world::RENEW_DEADLINE + Duration::from_millis(500),
         }
     }
 }
@@ -200,7 +205,7 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
                 ),
             );
         }
-        if r.name.as_deref().is_some_and(|n| n.starts_with("v1.u")) {
+        if r.name.as_deref().is_some_and(|n| t.never_ours.contains(n)) {
             add(
                 &mut v,
                 "no write to an object that is not ours",
@@ -345,7 +350,16 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
         }
     }
 
-    // SIGTERM: a clean exit in time, no write after it (until the next process starts).
+    for (i, code) in &t.unexpected_exits {
+        add(
+            &mut v,
+            "the controller keeps running",
+            format!("process {i} exited on its own with code {code}"),
+        );
+    }
+
+    // SIGTERM: a clean exit in time, and no write from that process after it (each
+    // process has its own bearer token, so the log names the sender).
     for (i, p) in t.procs.iter().enumerate() {
         let Some(sig) = p.terminated else { continue };
         match (p.code, p.exit_after) {
@@ -359,9 +373,8 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
                 ),
             ),
         }
-        let until = t.procs.get(i + 1).map(|n| n.started);
         for r in log.iter().filter(|r| {
-            is_write(r) && r.time > sig + b.sigterm_grace && until.map_or(true, |u| r.time < u)
+            is_write(r) && r.time > sig + b.sigterm_grace && r.user.as_deref() == Some(&p.user)
         }) {
             add(
                 &mut v,
@@ -372,6 +385,47 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
                     describe(r, origin)
                 ),
             );
+        }
+    }
+
+    // Leader election: an APIService is written only by the process whose write last took
+    // the Lease (a successful create or update naming a holder; a release names none).
+    if t.flavour.leader_elect {
+        let mut sorted: Vec<&RequestRecord> = log.iter().collect();
+        sorted.sort_by_key(|r| r.time);
+        let mut holder: Option<&str> = None;
+        for r in sorted {
+            let lease_write = r.resource.as_deref() == Some("leases")
+                && matches!(r.verb.as_str(), "create" | "update")
+                && (200..300).contains(&r.code);
+            if lease_write {
+                let named = r
+                    .body
+                    .as_ref()
+                    .and_then(|b| b.pointer("/spec/holderIdentity"))
+                    .and_then(|h| h.as_str())
+                    .is_some_and(|h| !h.is_empty());
+                holder = if named { r.user.as_deref() } else { None };
+                continue;
+            }
+            let after_loss = t
+                .data_lost
+                .iter()
+                .any(|l| *l <= r.time && r.time <= *l + b.lease_lost_grace);
+            if is_write(r) && !after_loss && holder != r.user.as_deref() {
+                add(
+                    &mut v,
+                    "only the lease holder writes",
+                    format!(
+                        "{} by {} while the lease was {}",
+                        describe(r, origin),
+                        r.user.as_deref().unwrap_or("an unknown client"),
+                        holder.map_or("released or not taken".to_string(), |h| {
+                            format!("held by {h}")
+                        })
+                    ),
+                );
+            }
         }
     }
     for x in &mut v {

@@ -40,19 +40,10 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
     let mut rng = Rng::new(seed);
     let mut world = World::new(seed, &mut rng);
     let plan = schedule::schedule(&mut rng, steps);
-    let mut violations = Vec::new();
-    world.start_controller();
+    world.start_controllers();
     for (step, hold) in &plan {
         world.apply(step, *hold);
-        if let Some(code) = world.reap_if_exited() {
-            violations.push(Violation {
-                invariant: "the controller keeps running",
-                detail: format!("it exited on its own with code {code} after {step:?}"),
-                known: None,
-                when: None,
-            });
-            world.start_controller();
-        }
+        world.restart_exited();
     }
     world.stop_faults();
     world.await_convergence(
@@ -60,9 +51,9 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
         Duration::from_millis(300),
         Duration::from_millis(700),
     );
-    world.stop_controller(true);
+    world.stop_controllers(true);
     let log = world.server.requests();
-    violations.extend(check(&log, &world.t, &bounds, on));
+    let violations = check(&log, &world.t, &bounds, on);
     let logs = world
         .t
         .procs
@@ -105,19 +96,29 @@ fn timeline(t: &world::Timeline) -> Vec<String> {
         },
         _ => "never".to_string(),
     };
-    let mut lines: Vec<String> = t
-        .desired
-        .iter()
-        .map(|d| {
-            let specs: Vec<String> = d
-                .specs
-                .iter()
-                .map(|(n, s)| format!("{n}={}", s.version_priority))
-                .collect();
-            let broken = if d.ambiguous { " (a file broken)" } else { "" };
-            format!("{} desired{broken}: {}", at(Some(d.at)), specs.join(" "))
-        })
-        .collect();
+    let f = t.flavour;
+    let mut lines = vec![format!(
+        "flavour: {}{}",
+        if f.kube_apiserver {
+            "kube-apiserver"
+        } else {
+            "plain server"
+        },
+        if f.leader_elect {
+            ", two replicas with --leader-elect"
+        } else {
+            ""
+        }
+    )];
+    lines.extend(t.desired.iter().map(|d| {
+        let specs: Vec<String> = d
+            .specs
+            .iter()
+            .map(|(n, s)| format!("{n}={}", s.version_priority))
+            .collect();
+        let broken = if d.ambiguous { " (a file broken)" } else { "" };
+        format!("{} desired{broken}: {}", at(Some(d.at)), specs.join(" "))
+    }));
     lines.push(format!("{} faults stopped", at(t.faults_stopped)));
     lines.push(format!("{} converged", at(t.converged)));
     if let Some((from, to)) = t.quiet {

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use autoregister::api::{APIServiceSpec, DEFAULT_LABEL_KEY};
 use autoregister::controller::manifests::ManifestSet;
-use autoregister::testserver::{RvChange, TestServer};
+use autoregister::testserver::{builtin_apiservices, RvChange, TestServer};
 use serde_json::{json, Value};
 
 use super::schedule::{Step, FILES, FOREIGN, POOL};
@@ -36,9 +36,48 @@ pub struct DesiredVersion {
     pub ambiguous: bool,
 }
 
+/// Leader election timings of the leader-elect flavour (`--leader-elect-*`): short, so a
+/// handover after a crash (lease expiry) fits in a chaos run.
+pub const LEASE_DURATION: Duration = Duration::from_secs(2);
+/// See [`LEASE_DURATION`].
+pub const RENEW_DEADLINE: Duration = Duration::from_millis(1500);
+/// See [`LEASE_DURATION`].
+pub const RETRY_PERIOD: Duration = Duration::from_millis(250);
+
+/// Which world a seed runs in, drawn from its own stream so that the schedule of a seed
+/// (and the seeds pinned in `tests/chaos.rs`) stays what it was.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Flavour {
+    /// The server plays kube-apiserver: its built-in APIServices, which other writers edit
+    /// and delete, and which the controller must never write.
+    pub kube_apiserver: bool,
+    /// Two controller replicas with `--leader-elect`; restarts hit either one, so the
+    /// lease changes hands (released on SIGTERM, expired after SIGKILL).
+    pub leader_elect: bool,
+}
+
+impl Flavour {
+    /// The flavour of `seed`.
+    pub fn of(seed: u64) -> Flavour {
+        let mut r = Rng::new(seed ^ 0x6b75_6265_6170_6973);
+        Flavour {
+            kube_apiserver: r.chance(1.0 / 3.0),
+            leader_elect: r.chance(1.0 / 3.0),
+        }
+    }
+}
+
+/// The user (in the request log) of controller process `i`: each process has its own
+/// bearer token, so every request is attributed to the process that sent it.
+pub fn proc_user(i: usize) -> String {
+    format!("controller-{i}")
+}
+
 /// One controller process.
 #[derive(Debug)]
 pub struct ProcSpan {
+    /// The user its requests are logged as (see [`proc_user`]).
+    pub user: String,
     /// Spawned at.
     pub started: SystemTime,
     /// SIGTERM sent at (none: killed, or still running).
@@ -56,8 +95,16 @@ pub struct ProcSpan {
 pub struct Timeline {
     /// The desired set over time (first entry: at the controller's first start).
     pub desired: Vec<DesiredVersion>,
+    /// The seed's flavour.
+    pub flavour: Flavour,
     /// UIDs of objects other writers created without our label.
     pub foreign_uids: HashSet<String>,
+    /// Names that are never ours in this run (other writers' own, kube-apiserver's built-ins).
+    pub never_ours: HashSet<String>,
+    /// When the API server lost its data (the Lease too): for a renew deadline after that,
+    /// a second replica may acquire a fresh Lease while the old leader still leads (as
+    /// with client-go), so "only the lease holder writes" is not judged then.
+    pub data_lost: Vec<SystemTime>,
     /// Every controller process, in order.
     pub procs: Vec<ProcSpan>,
     /// When the faults and the other writers stopped.
@@ -70,6 +117,8 @@ pub struct Timeline {
     pub unconverged: Vec<String>,
     /// One line per step, for the report.
     pub steps: Vec<String>,
+    /// Processes that exited on their own (not after a lost lease): index and exit code.
+    pub unexpected_exits: Vec<(usize, i32)>,
     /// When 429s with `Retry-After: 0` were being answered (issue 11's hot loop).
     pub retry_after_zero: Vec<(SystemTime, SystemTime)>,
 }
@@ -79,7 +128,12 @@ pub struct World {
     /// The test API server.
     pub server: TestServer,
     scratch: Scratch,
-    proc: Option<Proc>,
+    /// The controller replicas (one, or two with leader election) and each one's span.
+    slots: Vec<Option<(Proc, usize)>>,
+    seed: u64,
+    /// Draws for the flavour's own choices (which replica restarts, which built-in is
+    /// touched), apart from the schedule's stream.
+    side: Rng,
     model: ManifestSet,
     files: Vec<Vec<u8>>,
     /// What happened.
@@ -107,22 +161,54 @@ fn unlabelled(name: &str, group: &str, priority: u32) -> Value {
     })
 }
 
+/// The log of a replica that exited because its lease was lost.
+fn lost_lease(log: &str) -> bool {
+    log.contains("leader election lost")
+}
+
+/// Carries our ownership label (kube-apiserver's built-ins carry only its own).
+fn is_ours(o: &Value) -> bool {
+    o["metadata"]["labels"][DEFAULT_LABEL_KEY]
+        .as_str()
+        .is_some_and(|v| v == "true" || v == "onstart")
+}
+
 impl World {
     /// A server with a few unowned objects, and valid manifests declaring part of the pool.
     pub fn new(seed: u64, rng: &mut Rng) -> World {
-        let server = TestServer::start();
+        let flavour = Flavour::of(seed);
+        let server = TestServer::builder()
+            .kube_apiserver(flavour.kube_apiserver)
+            .start()
+            .expect("start the test server");
         let scratch = Scratch::new(&format!("chaos-{seed}"));
         let model = ManifestSet::new(scratch.manifests(), DEFAULT_LABEL_KEY);
         let mut w = World {
             server,
             scratch,
-            proc: None,
+            slots: (0..if flavour.leader_elect { 2 } else { 1 })
+                .map(|_| None)
+                .collect(),
+            seed,
+            side: Rng::new(seed ^ 0x7369_6465),
             model,
             files: vec![Vec::new(); FILES.len()],
-            t: Timeline::default(),
+            t: Timeline {
+                flavour,
+                ..Timeline::default()
+            },
             rng: rng.clone(),
         };
+        if flavour.kube_apiserver {
+            for name in builtin_apiservices() {
+                if let Some(o) = w.server.get_object("apiservices", None, &name) {
+                    w.t.foreign_uids.insert(Self::uid_of(&o));
+                }
+                w.t.never_ours.insert(name);
+            }
+        }
         for i in 0..FOREIGN {
+            w.t.never_ours.insert(foreign_name(i));
             w.create_foreign(&foreign_name(i));
         }
         if w.rng.chance(0.3) {
@@ -135,35 +221,86 @@ impl World {
         w
     }
 
-    /// Starts the controller process.
-    pub fn start_controller(&mut self) {
-        assert!(self.proc.is_none());
+    /// Starts every replica that is not running.
+    pub fn start_controllers(&mut self) {
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].is_none() {
+                self.start_controller(slot);
+            }
+        }
+    }
+
+    /// Starts a controller process in `slot`, with a bearer token of its own.
+    fn start_controller(&mut self, slot: usize) {
+        assert!(self.slots[slot].is_none());
         // Restarts happen only on valid manifests: a process starting on a broken file
         // exits 2 by design (bad manifest), which is not what a restart tests.
         if self.t.desired.last().is_some_and(|d| d.ambiguous) {
             self.rewrite_valid();
         }
+        let i = self.t.procs.len();
+        let user = proc_user(i);
+        let token = format!("chaos-{}-{i}", self.seed);
+        self.server.add_user(&token, &user);
+        let kubeconfig = self.scratch.path(&format!("kubeconfig-{i}"));
+        std::fs::write(&kubeconfig, self.server.kubeconfig_with_token(Some(&token)))
+            .expect("write a kubeconfig");
         self.t.procs.push(ProcSpan {
+            user,
             started: SystemTime::now(),
             terminated: None,
             code: None,
             exit_after: None,
             log: String::new(),
         });
-        let mut p = Proc::run(&self.server, &self.scratch, &["--workers", "2"]);
+        let durations = [
+            format!("{}ms", LEASE_DURATION.as_millis()),
+            format!("{}ms", RENEW_DEADLINE.as_millis()),
+            format!("{}ms", RETRY_PERIOD.as_millis()),
+        ];
+        let mut args = vec!["--workers", "2"];
+        if self.t.flavour.leader_elect {
+            args.extend([
+                "--leader-elect",
+                "--leader-elect-lease-duration",
+                &durations[0],
+                "--leader-elect-renew-deadline",
+                &durations[1],
+                "--leader-elect-retry-period",
+                &durations[2],
+            ]);
+        }
+        let mut p = Proc::run_with_kubeconfig(&kubeconfig, &self.scratch, &args);
         // Steps wait until it has read the manifests and installed its signal handlers
         // (a SIGTERM in its first milliseconds kills it by the default action; a file
-        // truncated before it read PATH makes it exit 2 as a bad manifest).
+        // truncated before it read PATH makes it exit 2 as a bad manifest). A replica
+        // waiting for the lease has done both.
         crate::binary::wait_until_within(Duration::from_secs(10), || {
-            p.log().contains(" started: ") || p.exited().is_some()
+            let log = p.log();
+            log.contains(" started: ")
+                || log.contains("leader election: waiting for lease")
+                || p.exited().is_some()
         });
-        self.proc = Some(p);
+        self.slots[slot] = Some((p, i));
     }
 
-    /// SIGTERM (clean stop, timed) or SIGKILL (a crash).
-    pub fn stop_controller(&mut self, graceful: bool) {
-        let Some(p) = self.proc.take() else { return };
-        let span = self.t.procs.last_mut().expect("a span per process");
+    /// Stops every replica (see [`stop_controller`](Self::stop_controller)).
+    pub fn stop_controllers(&mut self, graceful: bool) {
+        for slot in 0..self.slots.len() {
+            self.stop_controller(slot, graceful);
+        }
+    }
+
+    /// SIGTERM (clean stop, timed) or SIGKILL (a crash) to the replica in `slot`, unless
+    /// it already ended on its own.
+    fn stop_controller(&mut self, slot: usize, graceful: bool) {
+        if self.reap(slot).is_some() {
+            return;
+        }
+        let Some((p, i)) = self.slots[slot].take() else {
+            return;
+        };
+        let span = &mut self.t.procs[i];
         if graceful {
             let at = SystemTime::now();
             span.terminated = Some(at);
@@ -171,6 +308,10 @@ impl World {
             let (code, log) = p.terminate_within(Duration::from_secs(10));
             span.exit_after = at.elapsed().ok();
             span.code = code;
+            if code == Some(1) && lost_lease(&log) && !log.contains("signal SIGTERM received") {
+                // It was exiting on its own when the signal came: not a SIGTERM exit.
+                span.terminated = None;
+            }
             span.log = log;
         } else {
             span.log = p.log();
@@ -178,13 +319,34 @@ impl World {
         }
     }
 
-    /// The exit code if the controller process ended on its own (it is then gone).
-    pub fn reap_if_exited(&mut self) -> Option<i32> {
-        let code = self.proc.as_mut().and_then(Proc::exited)?;
-        if let (Some(p), Some(span)) = (self.proc.take(), self.t.procs.last_mut()) {
-            span.log = p.log();
+    /// Takes out the replica in `slot` if it ended on its own: `Ok` when it lost its lease
+    /// (it exits 1 by design, so that a restart competes afresh), else its exit code, which
+    /// is recorded as an unexpected exit.
+    fn reap(&mut self, slot: usize) -> Option<Result<(), i32>> {
+        let code = self.slots[slot].as_mut().and_then(|(p, _)| p.exited())?;
+        let (p, i) = self.slots[slot].take()?;
+        let log = p.log();
+        let lost = code == 1 && lost_lease(&log);
+        self.t.procs[i].log = log;
+        if lost {
+            self.t
+                .steps
+                .push(format!("(process {i} lost the lease and exited 1)"));
+            Some(Ok(()))
+        } else {
+            self.t.unexpected_exits.push((i, code));
+            Some(Err(code))
         }
-        Some(code)
+    }
+
+    /// Restarts every replica that ended on its own, as the kubelet would (an unexpected
+    /// exit is in the timeline for the checker).
+    pub fn restart_exited(&mut self) {
+        for slot in 0..self.slots.len() {
+            if self.reap(slot).is_some() {
+                self.start_controller(slot);
+            }
+        }
     }
 
     fn record_desired(&mut self) {
@@ -341,6 +503,9 @@ impl World {
                 self.create_foreign(&name);
             }
             Step::TouchForeign { i, delete } => {
+                if self.t.flavour.kube_apiserver {
+                    self.touch_builtin();
+                }
                 let name = if *i < POOL {
                     pool_name(*i)
                 } else {
@@ -375,9 +540,10 @@ impl World {
                 self.record_desired();
             }
             Step::Restart { graceful, .. } => {
-                self.stop_controller(*graceful);
+                let slot = self.side.below(self.slots.len());
+                self.stop_controller(slot, *graceful);
                 self.server.faults().set_latency(Duration::ZERO);
-                self.start_controller();
+                self.start_controller(slot);
             }
             Step::Idle => {}
             Step::ServerRestartEmpty { jump } => {
@@ -386,10 +552,26 @@ impl World {
                 } else {
                     RvChange::Keep
                 };
+                self.t.data_lost.push(SystemTime::now());
                 self.server.restart_empty(rv);
             }
         }
         std::thread::sleep(hold);
+    }
+
+    /// Another writer (an admin) edits or deletes one of kube-apiserver's built-ins.
+    fn touch_builtin(&mut self) {
+        let names = builtin_apiservices();
+        let name = &names[self.side.below(names.len())];
+        let Some(mut o) = self.server.get_object("apiservices", None, name) else {
+            return;
+        };
+        if self.side.chance(0.3) {
+            self.server.delete_object("apiservices", None, name);
+        } else {
+            o["spec"]["versionPriority"] = json!(self.side.range(1, 99));
+            self.server.seed("apiservices", None, o);
+        }
     }
 
     /// Another writer changes the spec of one of our objects, if there is one.
@@ -398,7 +580,7 @@ impl World {
             .server
             .list_objects("apiservices", None)
             .into_iter()
-            .filter(|o| !self.t.foreign_uids.contains(&Self::uid_of(o)))
+            .filter(is_ours)
             .collect();
         if ours.is_empty() {
             return;
@@ -431,9 +613,7 @@ impl World {
                 .to_string();
             present.insert(name.clone());
             let foreign = self.t.foreign_uids.contains(&Self::uid_of(o));
-            let labelled = o["metadata"]["labels"]
-                .as_object()
-                .is_some_and(|l| l.values().any(|v| v == "true" || v == "onstart"));
+            let labelled = is_ours(o);
             match want.get(&name) {
                 _ if foreign => {}
                 Some(spec) => {
