@@ -44,6 +44,108 @@ impl Manifest {
     }
 }
 
+/// Files with at least this many YAML documents are parsed on two threads: parsing is the
+/// largest fixed cost of a start (~5 µs a document: 10,000 manifests took ~50 ms before the
+/// first request), and the machine is otherwise idle until the first request.
+const PARALLEL_DOCUMENTS: usize = 512;
+
+/// What part of a file declares: its objects and its errors, in document order.
+#[derive(Default)]
+struct Found {
+    manifests: Vec<Manifest>,
+    errors: Vec<ManifestError>,
+}
+
+impl Found {
+    /// Turns one parsed document (or its error) into objects at once: only one document's
+    /// `Value` tree is alive at a time (10,000 of them at once were most of a start's peak).
+    fn take(
+        &mut self,
+        file: &Arc<Path>,
+        label_key: &str,
+        value: Result<Value, ManifestError>,
+        document: Option<usize>,
+        line: usize,
+    ) {
+        let value = match value {
+            Ok(value) => value,
+            Err(e) => {
+                self.errors.push(e);
+                return;
+            }
+        };
+        for res in object::expand(value) {
+            match res {
+                Ok(obj) => {
+                    let mode = manifest_mode(&obj, label_key);
+                    self.manifests.push(Manifest {
+                        desired: Desired::owned(obj, mode),
+                        file: file.clone(),
+                        document,
+                        line,
+                    });
+                }
+                Err(message) => self.errors.push(ManifestError {
+                    file: file.to_path_buf(),
+                    document,
+                    line: Some(line),
+                    message,
+                }),
+            }
+        }
+    }
+
+    /// Parses YAML documents in order.
+    fn documents(
+        mut self,
+        file: &Arc<Path>,
+        label_key: &str,
+        docs: &[documents::Document],
+    ) -> Self {
+        for doc in docs {
+            let value = yaml_to_json(&doc.text).map_err(|(line, message)| ManifestError {
+                file: file.to_path_buf(),
+                document: Some(doc.index),
+                line: Some(line.map_or(doc.line, |l| l + doc.offset)),
+                message,
+            });
+            self.take(file, label_key, value, Some(doc.index), doc.line);
+        }
+        self
+    }
+
+    /// YAML documents on two threads when there are many (halves in order, so objects and
+    /// errors keep document order), else on this one.
+    fn documents_parallel(
+        self,
+        file: &Arc<Path>,
+        label_key: &str,
+        docs: &[documents::Document],
+    ) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if docs.len() < PARALLEL_DOCUMENTS || cores < 2 {
+            return self.documents(file, label_key, docs);
+        }
+        let (first, second) = docs.split_at(docs.len() / 2);
+        std::thread::scope(|s| {
+            let later = std::thread::Builder::new()
+                .name("manifest-parse".into())
+                .spawn_scoped(s, || Found::default().documents(file, label_key, second));
+            let mut found = self.documents(file, label_key, first);
+            // No thread to be had: this one parses the rest too.
+            let rest = match later {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(_) => Found::default().documents(file, label_key, second),
+            };
+            found.manifests.extend(rest.manifests);
+            found.errors.extend(rest.errors);
+            found
+        })
+    }
+}
+
 /// Parses one file: JSON when its name ends in `.json`, YAML otherwise. Any error
 /// (including a name declared twice in the file) rejects the whole file. An
 /// object's mode comes from the ownership label `label_key` or, for manifests
@@ -55,43 +157,14 @@ pub fn parse_file(
 ) -> Result<Vec<Manifest>, Vec<ManifestError>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let is_json = file.extension().is_some_and(|e| e == "json");
-    let mut found = Vec::new();
-    let mut errors = Vec::new();
     let shared: Arc<Path> = file.into();
-    // Each document becomes its objects before the next is parsed: only one document's
-    // `Value` tree is alive at a time (10,000 of them at once were most of a start's peak).
-    let mut take = |value: Result<Value, ManifestError>, document: Option<usize>, line: usize| {
-        let value = match value {
-            Ok(value) => value,
-            Err(e) => {
-                errors.push(e);
-                return;
-            }
-        };
-        for res in object::expand(value) {
-            match res {
-                Ok(obj) => {
-                    let mode = manifest_mode(&obj, label_key);
-                    found.push(Manifest {
-                        desired: Desired::owned(obj, mode),
-                        file: shared.clone(),
-                        document,
-                        line,
-                    });
-                }
-                Err(message) => errors.push(ManifestError {
-                    file: file.to_path_buf(),
-                    document,
-                    line: Some(line),
-                    message,
-                }),
-            }
-        }
-    };
+    let mut found = Found::default();
     if is_json {
         match serde_json::from_str::<Value>(text) {
-            Ok(doc) => take(Ok(doc), None, first_content_line(text)),
-            Err(e) => take(
+            Ok(doc) => found.take(&shared, label_key, Ok(doc), None, first_content_line(text)),
+            Err(e) => found.take(
+                &shared,
+                label_key,
                 Err(ManifestError {
                     file: file.to_path_buf(),
                     document: None,
@@ -103,19 +176,15 @@ pub fn parse_file(
             ),
         }
     } else {
-        for doc in documents::split(text) {
-            let value = yaml_to_json(&doc.text).map_err(|(line, message)| ManifestError {
-                file: file.to_path_buf(),
-                document: Some(doc.index),
-                line: Some(line.map_or(doc.line, |l| l + doc.offset)),
-                message,
-            });
-            take(value, Some(doc.index), doc.line);
-        }
+        found = found.documents_parallel(&shared, label_key, &documents::split(text));
     }
-    errors.extend(duplicates(&found));
+    let Found {
+        manifests,
+        mut errors,
+    } = found;
+    errors.extend(duplicates(&manifests));
     if errors.is_empty() {
-        Ok(found)
+        Ok(manifests)
     } else {
         Err(errors)
     }
@@ -254,5 +323,41 @@ mod tests {
         );
         let got = parse_file(Path::new("x.yaml"), &ours).unwrap();
         assert_eq!(got[0].desired.mode, SyncMode::OnStart, "our own key");
+    }
+
+    /// `n` documents naming `v1.g{i}` (7 lines each), as one file's text.
+    fn many(n: usize) -> String {
+        (0..n)
+            .map(|i| A.replace("v1.a", &format!("v1.g{i}")))
+            .collect::<Vec<_>>()
+            .join("---\n")
+    }
+
+    #[test]
+    fn a_large_file_parsed_on_two_threads_keeps_document_order() {
+        let n = PARALLEL_DOCUMENTS * 2 + 1;
+        let got = parse_file(Path::new("x.yaml"), &many(n)).unwrap();
+        let names: Vec<&str> = got.iter().map(Manifest::name).collect();
+        let want: Vec<String> = (0..n).map(|i| format!("v1.g{i}")).collect();
+        assert_eq!(names, want);
+        let last = &got[n - 1];
+        assert_eq!((last.document, last.line), (Some(n), 8 * (n - 1) + 1));
+    }
+
+    #[test]
+    fn a_large_file_reports_errors_of_both_halves_in_order_and_duplicates_across_them() {
+        let n = PARALLEL_DOCUMENTS * 2;
+        let mut text = many(n);
+        // Document 2 is broken; the last document names the first's APIService.
+        text = text.replacen("  version: v1\n", "  version: [\n", 2);
+        text = text.replacen("  version: [\n", "  version: v1\n", 1);
+        text.push_str("---\n");
+        text.push_str(&A.replace("v1.a", "v1.g0"));
+        let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert_eq!(errs[0].document, Some(2));
+        assert!(errs[0].message.starts_with("invalid YAML"), "{}", errs[0]);
+        assert_eq!(errs[1].document, Some(n + 1));
+        assert!(errs[1].message.contains("duplicate APIService \"v1.g0\""), "{}", errs[1]);
     }
 }
