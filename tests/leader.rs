@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use autoregister::api::{Lease, LeaseSpec};
 use autoregister::client::{Api, Client};
 use autoregister::runtime::leader::{LeaderCallbacks, LeaderConfig, LeaderElector, LeaderHandle};
-use autoregister::testserver::TestServer;
+use autoregister::testserver::{RvChange, TestServer};
 
 const NS: &str = "kube-system";
 const NAME: &str = "autoregister";
@@ -233,6 +233,60 @@ fn a_dead_leader_is_replaced_only_a_lease_duration_after_its_last_renewal() {
     });
     b.release_and_stop();
     assert_eq!(b_started.get(), 1);
+}
+
+/// Chaos seeds 15, 454, 541 and 1349 (two replicas, API server restarted empty): the old
+/// leader's renewals got 404 without a re-read, so it led on to its renew deadline while the
+/// other replica created a fresh Lease and led too; two controllers fought over every name.
+#[test]
+fn a_lease_lost_with_the_servers_data_keeps_one_leader_and_never_two() {
+    let s = TestServer::start();
+    let a = Arc::new(start(&s, "a", LeaderCallbacks::new()));
+    assert!(a.wait_until_leader(Duration::from_secs(3)));
+    let (cb, b_started, _) = counting();
+    let b = Arc::new(start(&s, "b", cb));
+    let check = OverlapCheck::start(a.clone(), b.clone());
+    wait_for(Duration::from_secs(2), "b to see a lead", || {
+        b.leader().as_deref() == Some("a")
+    });
+
+    s.restart_empty(RvChange::Keep);
+    assert!(stored(&s).is_none(), "the Lease went with the data");
+    // The leader writes its record anew and leads on; b waits out the term it saw.
+    wait_for(Duration::from_secs(2), "a to write the Lease anew", || {
+        stored(&s).is_some_and(|l| l.holder() == "a")
+    });
+    let until = Instant::now() + Duration::from_millis(2500);
+    wait_for(Duration::from_secs(4), "several lease durations", || {
+        assert!(a.is_leader(), "a stopped leading");
+        Instant::now() >= until
+    });
+    check.finish();
+    assert_eq!(b_started.get(), 0, "b never led");
+    assert_eq!(stored(&s).unwrap().holder(), "a");
+    a.release_and_stop();
+    b.release_and_stop();
+}
+
+/// A Lease that vanished while its holder was away: the candidate takes over only once the
+/// term it last saw has run out, as if the record were still there.
+#[test]
+fn a_vanished_lease_of_a_dead_leader_is_taken_after_its_term() {
+    let s = TestServer::start();
+    let a = start(&s, "a", LeaderCallbacks::new());
+    assert!(a.wait_until_leader(Duration::from_secs(3)));
+    let b = start(&s, "b", LeaderCallbacks::new());
+    wait_for(Duration::from_secs(2), "b to see a lead", || {
+        b.leader().as_deref() == Some("a")
+    });
+    a.stop();
+    let last_renewal = stored(&s).unwrap().renewed_at().unwrap();
+    s.restart_empty(RvChange::Keep);
+    assert!(b.wait_until_leader(Duration::from_secs(4)));
+    let after = SystemTime::now().duration_since(last_renewal).unwrap();
+    assert!(after >= Duration::from_secs(1), "took over {after:?} after");
+    assert_eq!(stored(&s).unwrap().holder(), "b");
+    b.release_and_stop();
 }
 
 #[test]

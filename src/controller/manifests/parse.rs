@@ -358,6 +358,10 @@ mod tests {
         assert_eq!(errs[0].document, Some(2));
         assert!(errs[0].message.starts_with("invalid YAML"), "{}", errs[0]);
         assert_eq!(errs[1].document, Some(n + 1));
-        assert!(errs[1].message.contains("duplicate APIService \"v1.g0\""), "{}", errs[1]);
+        assert!(
+            errs[1].message.contains("duplicate APIService \"v1.g0\""),
+            "{}",
+            errs[1]
+        );
     }
 }

@@ -62,7 +62,8 @@ pub enum Decision {
     },
 }
 
-/// Decides one attempt. `observed` is the lease as read (`None`: there is no Lease);
+/// Decides one attempt. `observed` is the lease record last read (`None`: none was ever
+/// seen; a record that has since vanished still counts, its holder's term with it);
 /// `leading` says whether we currently lead; `fallback` is our lease duration, used when the
 /// record carries none.
 pub fn decide(

@@ -81,7 +81,8 @@ struct Run {
     shared: Arc<Shared>,
     /// The Lease as last read or written (its resourceVersion makes our writes conditional).
     lease: Option<Lease>,
-    /// The record as last observed, and since when; `None` when the Lease does not exist.
+    /// The record as last observed, and since when (kept when the Lease vanishes; `None`
+    /// until one is seen).
     observed: Option<Observed>,
     /// While leading: when the last successful renewal (or acquisition) started.
     last_renew: Option<Instant>,
@@ -191,9 +192,11 @@ impl Run {
             let sent = Instant::now();
             match self.timed_api(sent).update(&next) {
                 Ok(written) => return Ok(self.wrote(written, sent)),
-                Err(e) if e.is_conflict() => {
+                // Changed or gone under us (a server that lost its data has no Lease): read
+                // it and decide.
+                Err(e) if e.is_conflict() || e.is_not_found() => {
                     debug!(
-                        "leader election: renewal of {} conflicted; re-reading",
+                        "leader election: renewal of {} failed ({e}); re-reading",
                         self.name
                     )
                 }
@@ -211,10 +214,11 @@ impl Run {
                 self.observed = Some(observed);
                 self.lease = Some(lease);
             }
-            Err(e) if e.is_not_found() => {
-                self.observed = None;
-                self.lease = None;
-            }
+            // The record last observed stays: a Lease that vanished (an API server that
+            // lost its data, an admin's delete) does not end its holder's term, which may
+            // still lead until its renew deadline. So a candidate waits that term out as if
+            // the record were there, and a leader writes its record anew.
+            Err(e) if e.is_not_found() => self.lease = None,
             Err(e) => return Err(e),
         }
         let decision = decide(
@@ -224,9 +228,9 @@ impl Run {
             Instant::now(),
             self.config.lease_duration,
         );
-        match decision {
-            Decision::Create => {
-                let spec = self.record(&decision, &LeaseSpec::default());
+        match (decision, self.lease.clone()) {
+            (Decision::Create, _) | (Decision::Acquire | Decision::Renew, None) => {
+                let spec = self.record(&Decision::Create, &LeaseSpec::default());
                 let sent = Instant::now();
                 match self
                     .timed_api(sent)
@@ -238,10 +242,7 @@ impl Run {
                     Err(e) => Err(e),
                 }
             }
-            Decision::Acquire | Decision::Renew => {
-                let Some(mut next) = self.lease.clone() else {
-                    return Ok(Outcome::NotHolding);
-                };
+            (decision @ (Decision::Acquire | Decision::Renew), Some(mut next)) => {
                 next.spec = self.record(&decision, &next.spec);
                 let sent = Instant::now();
                 match self.timed_api(sent).update(&next) {
@@ -251,7 +252,7 @@ impl Run {
                     Err(e) => Err(e),
                 }
             }
-            Decision::Wait { holder, until } => {
+            (Decision::Wait { holder, until }, _) => {
                 debug!(
                     "leader election: lease {} held by {holder}; free in {:?} unless renewed",
                     self.name,
@@ -259,7 +260,7 @@ impl Run {
                 );
                 Ok(Outcome::NotHolding)
             }
-            Decision::Lost { holder } => Ok(Outcome::Taken(holder)),
+            (Decision::Lost { holder }, _) => Ok(Outcome::Taken(holder)),
         }
     }
 
