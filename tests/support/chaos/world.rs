@@ -641,7 +641,12 @@ impl World {
 
     /// Waits (up to `bound`) for convergence, then keeps a quiet window under watch.
     pub fn await_convergence(&mut self, bound: Duration, settle: Duration, quiet: Duration) {
-        let ok = crate::binary::wait_until_within(bound, || self.missing().is_empty());
+        // Replicas that exit meanwhile (a lease lost just before the faults stopped) are
+        // restarted, as throughout the run.
+        let ok = crate::binary::wait_until_within(bound, || {
+            self.restart_exited();
+            self.missing().is_empty()
+        });
         if !ok {
             self.t.unconverged = self.missing();
             return;
