@@ -112,6 +112,21 @@ impl OverlapCheck {
     }
 }
 
+/// `a` leading and `b` (with `b_callbacks`) following it, sampled for overlap from the start.
+fn leader_and_follower(
+    s: &TestServer,
+    b_callbacks: LeaderCallbacks,
+) -> (Arc<LeaderHandle>, Arc<LeaderHandle>, OverlapCheck) {
+    let a = Arc::new(start(s, "a", LeaderCallbacks::new()));
+    assert!(a.wait_until_leader(Duration::from_secs(3)));
+    let b = Arc::new(start(s, "b", b_callbacks));
+    let check = OverlapCheck::start(a.clone(), b.clone());
+    wait_for(Duration::from_secs(2), "b to see a lead", || {
+        b.leader().as_deref() == Some("a")
+    });
+    (a, b, check)
+}
+
 #[test]
 fn single_candidate_acquires_renews_and_releases() {
     let s = TestServer::start();
@@ -200,14 +215,8 @@ fn two_candidates_never_lead_together_and_release_hands_over_at_once() {
 #[test]
 fn a_dead_leader_is_replaced_only_a_lease_duration_after_its_last_renewal() {
     let s = TestServer::start();
-    let a = Arc::new(start(&s, "a", LeaderCallbacks::new()));
-    assert!(a.wait_until_leader(Duration::from_secs(3)));
     let (cb, b_started, _) = counting();
-    let b = Arc::new(start(&s, "b", cb));
-    let check = OverlapCheck::start(a.clone(), b.clone());
-    wait_for(Duration::from_secs(2), "b to see a lead", || {
-        b.leader().as_deref() == Some("a")
-    });
+    let (a, b, check) = leader_and_follower(&s, cb);
 
     // Dies without releasing: the record keeps naming a.
     a.stop();
@@ -241,14 +250,8 @@ fn a_dead_leader_is_replaced_only_a_lease_duration_after_its_last_renewal() {
 #[test]
 fn a_lease_lost_with_the_servers_data_keeps_one_leader_and_never_two() {
     let s = TestServer::start();
-    let a = Arc::new(start(&s, "a", LeaderCallbacks::new()));
-    assert!(a.wait_until_leader(Duration::from_secs(3)));
     let (cb, b_started, _) = counting();
-    let b = Arc::new(start(&s, "b", cb));
-    let check = OverlapCheck::start(a.clone(), b.clone());
-    wait_for(Duration::from_secs(2), "b to see a lead", || {
-        b.leader().as_deref() == Some("a")
-    });
+    let (a, b, check) = leader_and_follower(&s, cb);
 
     s.restart_empty(RvChange::Keep);
     assert!(stored(&s).is_none(), "the Lease went with the data");
@@ -273,16 +276,12 @@ fn a_lease_lost_with_the_servers_data_keeps_one_leader_and_never_two() {
 #[test]
 fn a_vanished_lease_of_a_dead_leader_is_taken_after_its_term() {
     let s = TestServer::start();
-    let a = start(&s, "a", LeaderCallbacks::new());
-    assert!(a.wait_until_leader(Duration::from_secs(3)));
-    let b = start(&s, "b", LeaderCallbacks::new());
-    wait_for(Duration::from_secs(2), "b to see a lead", || {
-        b.leader().as_deref() == Some("a")
-    });
+    let (a, b, check) = leader_and_follower(&s, LeaderCallbacks::new());
     a.stop();
     let last_renewal = stored(&s).unwrap().renewed_at().unwrap();
     s.restart_empty(RvChange::Keep);
     assert!(b.wait_until_leader(Duration::from_secs(4)));
+    check.finish();
     let after = SystemTime::now().duration_since(last_renewal).unwrap();
     assert!(after >= Duration::from_secs(1), "took over {after:?} after");
     assert_eq!(stored(&s).unwrap().holder(), "b");

@@ -101,9 +101,10 @@ pub struct Timeline {
     pub foreign_uids: HashSet<String>,
     /// Names that are never ours in this run (other writers' own, kube-apiserver's built-ins).
     pub never_ours: HashSet<String>,
-    /// When the API server lost its data (the Lease too): for a renew deadline after that,
-    /// a second replica may acquire a fresh Lease while the old leader still leads (as
-    /// with client-go), so "only the lease holder writes" is not judged then.
+    /// When the API server lost its data (the Lease too). A replica that never saw the old
+    /// Lease (started just before the loss) may create a fresh one while the old leader
+    /// leads on until its next renewal finds it, so "only the lease holder writes" is not
+    /// judged for a renew deadline after that.
     pub data_lost: Vec<SystemTime>,
     /// Every controller process, in order.
     pub procs: Vec<ProcSpan>,
@@ -294,7 +295,7 @@ impl World {
     /// SIGTERM (clean stop, timed) or SIGKILL (a crash) to the replica in `slot`, unless
     /// it already ended on its own.
     fn stop_controller(&mut self, slot: usize, graceful: bool) {
-        if self.reap(slot).is_some() {
+        if self.reap(slot) {
             return;
         }
         let Some((p, i)) = self.slots[slot].take() else {
@@ -319,31 +320,33 @@ impl World {
         }
     }
 
-    /// Takes out the replica in `slot` if it ended on its own: `Ok` when it lost its lease
-    /// (it exits 1 by design, so that a restart competes afresh), else its exit code, which
-    /// is recorded as an unexpected exit.
-    fn reap(&mut self, slot: usize) -> Option<Result<(), i32>> {
-        let code = self.slots[slot].as_mut().and_then(|(p, _)| p.exited())?;
-        let (p, i) = self.slots[slot].take()?;
+    /// Takes out the replica in `slot` if it ended on its own (true). One that lost its
+    /// lease exits 1 by design, so that a restart competes afresh; any other exit is recorded
+    /// as unexpected.
+    fn reap(&mut self, slot: usize) -> bool {
+        let Some(code) = self.slots[slot].as_mut().and_then(|(p, _)| p.exited()) else {
+            return false;
+        };
+        let Some((p, i)) = self.slots[slot].take() else {
+            return false;
+        };
         let log = p.log();
-        let lost = code == 1 && lost_lease(&log);
-        self.t.procs[i].log = log;
-        if lost {
+        if code == 1 && lost_lease(&log) {
             self.t
                 .steps
                 .push(format!("(process {i} lost the lease and exited 1)"));
-            Some(Ok(()))
         } else {
             self.t.unexpected_exits.push((i, code));
-            Some(Err(code))
         }
+        self.t.procs[i].log = log;
+        true
     }
 
     /// Restarts every replica that ended on its own, as the kubelet would (an unexpected
     /// exit is in the timeline for the checker).
     pub fn restart_exited(&mut self) {
         for slot in 0..self.slots.len() {
-            if self.reap(slot).is_some() {
+            if self.reap(slot) {
                 self.start_controller(slot);
             }
         }
