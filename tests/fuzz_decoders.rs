@@ -372,6 +372,7 @@ fn mutated_watch_streams_yield_the_intact_events_and_always_end() {
             timeout_seconds: 5,
             allow_bookmarks: true,
             label_selector: None,
+            field_selector: None,
             idle_timeout: None,
         };
         let mut rng = Rng::new(seed(0x3a7c4));

@@ -22,7 +22,7 @@ usage:
                     [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
                     [--leader-elect-retry-period DUR]
                     [--label-key KEY] [--adopt] [--allow-empty]
-                    [--events[=BOOL]]
+                    [--events[=BOOL]] [--ca-expiry-warning DUR]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--label-key KEY] [--adopt] [--allow-empty] [--timeout DUR]
   autoregister version
@@ -62,7 +62,9 @@ flags (run only):
   --leader-elect-lease-duration DUR   default 15s; > renew deadline
   --leader-elect-renew-deadline DUR   default 10s; > 1.2 x retry period
   --leader-elect-retry-period DUR     default 2s
-  --events[=BOOL]          record Kubernetes Events on the APIServices (default true)";
+  --events[=BOOL]          record Kubernetes Events on the APIServices (default true)
+  --ca-expiry-warning DUR  warn (log and Warning Event) when an APIService's CA bundle
+                           expires within DUR (default 336h, 14 days)";
 
 /// A parsed command line.
 #[derive(Debug)]
@@ -164,6 +166,8 @@ pub struct RunArgs {
     /// `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
     /// `--leader-elect-retry-period` (kube-controller-manager's flags and defaults).
     pub leader: LeaderConfig,
+    /// `--ca-expiry-warning` (default 14 days).
+    pub ca_expiry_warning: Duration,
     /// Ownership flags.
     pub ownership: OwnershipArgs,
     /// Connection flags.
@@ -203,6 +207,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut leader = LeaderConfig::default();
     let mut workers = 2usize;
     let mut resync = None;
+    let mut ca_expiry_warning = autoregister::controller::ca::DEFAULT_EXPIRY_WARNING;
     let mut relist = Some(autoregister::runtime::reflector::DEFAULT_RELIST);
     let mut health_addr = None;
     let mut leader_elect = false;
@@ -293,6 +298,11 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 }
                 resync = (!d.is_zero()).then_some(d);
             }
+            Long("ca-expiry-warning") => {
+                run_only("ca-expiry-warning")?;
+                ca_expiry_warning = duration::parse(&value(&mut parser)?)
+                    .map_err(|e| format!("--ca-expiry-warning: {e}"))?;
+            }
             Long("relist") => {
                 run_only("relist")?;
                 let d =
@@ -372,6 +382,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             lease_name,
             events,
             leader,
+            ca_expiry_warning,
             ownership,
             kube,
         })

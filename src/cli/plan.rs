@@ -22,7 +22,7 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         eprintln!("autoregister: warning: {w}");
     }
     let ownership = o.ownership();
-    let desired = load(&args.manifests, &ownership.label_key).map_err(Failure::usage)?;
+    let mut desired = load(&args.manifests, &ownership.label_key).map_err(Failure::usage)?;
     let client = connect::client(&args.kube)?.with_timeout(args.timeout);
     // `--timeout` bounds every request (an exec plugin run included), and, with a little
     // slack so a single hung request reports its own cause first, the whole plan.
@@ -42,7 +42,7 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
             .map(|_| done_tx)
             .map_err(|e| Failure::failed(format!("cannot start the timeout thread: {e}")))?
     };
-    let api: Api<APIService> = Api::all(client.with_canceller(&cancel));
+    let api: Api<APIService> = Api::all(client.clone().with_canceller(&cancel));
     let listed = list_all(&api, 500, None, &cancel);
     drop(timer);
     let existing: BTreeMap<String, APIService> = match listed {
@@ -66,6 +66,8 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         }
         Err(e) => return Err(Failure::failed(format!("cannot list APIServices: {e}"))),
     };
+    // CA bundles from their sources, read once each; a source that gives none holds its name.
+    let bundles = autoregister::controller::ca::fill_for_plan(&client, &mut desired);
     let names: BTreeSet<&String> = desired.keys().chain(existing.keys()).collect();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     let width = names.iter().map(|n| n.len()).max().unwrap_or(4).max(4);
@@ -85,17 +87,24 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
                 desired_set_empty: desired.is_empty(),
             },
         );
-        let verb = d.action.verb();
-        *counts.entry(verb).or_default() += 1;
-        let detail = match &d.action {
-            Action::Blocked(why) => format!(": {why}"),
-            _ => String::new(),
+        let bundle = bundles.get(name.as_str());
+        let held = bundle
+            .filter(|b| b.source.is_some())
+            .and_then(|b| b.bundle.as_ref().err());
+        let (verb, reason, detail) = match (held, &d.action) {
+            // `run` writes nothing for it until the source is fixed.
+            (Some(why), _) => ("blocked", "CA bundle not usable", format!(": {why}")),
+            (None, Action::Blocked(why)) => (d.action.verb(), d.reason, format!(": {why}")),
+            (None, _) => (d.action.verb(), d.reason, String::new()),
         };
+        *counts.entry(verb).or_default() += 1;
         println!(
-            "{name:width$}  {:<4}  {verb:7}  {}{detail}",
+            "{name:width$}  {:<4}  {verb:7}  {reason}{detail}",
             d.cell.to_string(),
-            d.reason
         );
+        if let Some(b) = bundle {
+            print_bundle(b);
+        }
     }
     let summary: Vec<String> = counts.iter().map(|(v, n)| format!("{n} {v}")).collect();
     println!(
@@ -107,4 +116,32 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         }
     );
     Ok(exit::OK)
+}
+
+/// A bundle as subject, fingerprint and expiry per certificate, never as base64.
+fn print_bundle(b: &autoregister::controller::ca::PlannedBundle) {
+    let from = match &b.source {
+        Some(s) => format!("from {s}"),
+        None => "literal".to_string(),
+    };
+    match &b.bundle {
+        Ok(bundle) => {
+            let n = bundle.certs.len();
+            println!(
+                "    caBundle {from}: {n} certificate{}",
+                if n == 1 { "" } else { "s" }
+            );
+            for c in &bundle.certs {
+                println!(
+                    "      subject={} sha256={} notAfter={}",
+                    c.subject,
+                    c.sha256,
+                    autoregister::api::time::format_rfc3339(c.not_after)
+                );
+            }
+        }
+        // A literal bundle that does not parse is still written as given.
+        Err(why) if b.source.is_none() => println!("    caBundle {from}: not summarised: {why}"),
+        Err(_) => {}
+    }
 }

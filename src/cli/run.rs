@@ -89,6 +89,7 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
             adopt: o.adopt,
             allow_empty: o.allow_empty,
             events_instance: args.events.then(|| identity.clone()),
+            ca_expiry_warning: args.ca_expiry_warning,
             ..ControllerOptions::default()
         },
     );
@@ -248,7 +249,8 @@ fn once(
             }
             Err(pending) if !pending.is_empty() && pending.iter().all(|p| p.blocked) => {
                 error!(
-                    "not converged: {} APIServices are not ours to write:",
+                    "not converged: {} APIServices are held (not ours to write, or their CA \
+                     source gives no usable bundle):",
                     pending.len()
                 );
                 for p in pending.iter().take(SUMMARY_NAMES) {

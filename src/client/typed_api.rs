@@ -29,6 +29,8 @@ pub struct ListParams {
     pub resource_version: Option<String>,
     /// Label selector, e.g. `kube-aggregator.kubernetes.io/automanaged=true`.
     pub label_selector: Option<String>,
+    /// Field selector, e.g. `metadata.name=NAME` (RBAC `resourceNames` can then allow it).
+    pub field_selector: Option<String>,
 }
 
 /// Parameters of a watch call.
@@ -42,6 +44,8 @@ pub struct WatchParams {
     pub allow_bookmarks: bool,
     /// Label selector.
     pub label_selector: Option<String>,
+    /// Field selector, e.g. `metadata.name=NAME`.
+    pub field_selector: Option<String>,
     /// The watch is dead when no byte (event or bookmark) arrives for this long, e.g. a
     /// half-open connection to a server that went away; `None`: only the timeout ends it.
     pub idle_timeout: Option<Duration>,
@@ -183,6 +187,7 @@ impl<K: Resource> Api<K> {
         q.opt("continue", p.continue_token.as_deref());
         q.opt("resourceVersion", p.resource_version.as_deref());
         q.opt("labelSelector", p.label_selector.as_deref());
+        q.opt("fieldSelector", p.field_selector.as_deref());
         q.finish(self.collection_path())
     }
 
@@ -206,6 +211,7 @@ impl<K: Resource> Api<K> {
             Duration::from_secs(u64::from(p.timeout_seconds))
         };
         q.opt("labelSelector", p.label_selector.as_deref());
+        q.opt("fieldSelector", p.field_selector.as_deref());
         let timeout = server_timeout + WATCH_SLACK;
         let reader = self.client.open_stream(
             &q.finish(self.collection_path()),

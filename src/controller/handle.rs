@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
+use super::ca::{CaSource, CaSources};
 use super::decision::{Desired, Ownership, SyncMode};
 use super::events::EventRecorder;
 use super::fights::FightDetector;
@@ -53,6 +54,9 @@ pub struct ControllerOptions {
     /// Record Kubernetes Events for writes and refusals, reported by this instance name
     /// (the leader-election identity); `None` (the default): no Events.
     pub events_instance: Option<String>,
+    /// A CA bundle whose first certificate expires within this long gets a Warning Event
+    /// (default [`DEFAULT_EXPIRY_WARNING`](super::ca::DEFAULT_EXPIRY_WARNING), 14 days).
+    pub ca_expiry_warning: Duration,
 }
 
 impl Default for ControllerOptions {
@@ -66,6 +70,7 @@ impl Default for ControllerOptions {
             adopt: false,
             allow_empty: false,
             field_manager: DEFAULT_FIELD_MANAGER.to_string(),
+            ca_expiry_warning: super::ca::DEFAULT_EXPIRY_WARNING,
         }
     }
 }
@@ -120,6 +125,8 @@ struct Inner {
     store: Arc<Store<APIService>>,
     queue: Arc<RateLimitingQueue<String>>,
     report: Reporters,
+    /// Sources of desired CA bundles and their watches.
+    ca: CaSources,
     threads: Mutex<Threads>,
 }
 
@@ -205,6 +212,13 @@ impl Controller {
             None => EventRecorder::disabled(),
         };
         let client = client.with_canceller(&cancel).with_write_gate(gate);
+        let queue = Arc::new(RateLimitingQueue::with_defaults(QUEUE_NAME));
+        // Sources are only read: the write gate does not concern them, the canceller does.
+        let ca = CaSources::new(
+            client.clone(),
+            queue.clone(),
+            options.ca_expiry_warning,
+        );
         Controller {
             inner: Arc::new(Inner {
                 api: Api::all(client).with_field_manager(options.field_manager.clone()),
@@ -216,8 +230,9 @@ impl Controller {
                 options,
                 state: State::default(),
                 store: Arc::new(Store::new()),
-                queue: Arc::new(RateLimitingQueue::with_defaults(QUEUE_NAME)),
+                queue,
                 report: Reporters::new(Arc::new(ControllerMetrics::new()), events),
+                ca,
                 threads: Mutex::new(Threads::default()),
             }),
         }
@@ -225,14 +240,17 @@ impl Controller {
 
     /// Registers `obj` to be synced once, when the controller starts (label `onstart`).
     ///
-    /// An `Arc` is shared as it is, not copied.
+    /// An `Arc` is shared as it is, not copied. Its `spec.caBundle` may instead come from
+    /// a Secret, ConfigMap or file named by an annotation ([`CaSource::annotate`]); an
+    /// embedded server hands its own CA in directly as `spec.caBundle`.
     pub fn add_api_service_to_sync_on_start(&self, obj: impl Into<Arc<APIService>>) {
         self.add(obj.into(), SyncMode::OnStart);
     }
 
     /// Registers `obj` to be kept in sync continuously (label `true`).
     ///
-    /// An `Arc` is shared as it is, not copied.
+    /// An `Arc` is shared as it is, not copied. A CA source annotation
+    /// ([`CaSource::annotate`]) keeps `spec.caBundle` current as the source rotates.
     pub fn add_api_service_to_sync(&self, obj: impl Into<Arc<APIService>>) {
         self.add(obj.into(), SyncMode::Always);
     }
@@ -243,6 +261,7 @@ impl Controller {
         if self.inner.state.remove_desired(name).is_some() {
             debug!("{name}: removed from the desired set");
         }
+        self.inner.ca.forget(name);
         self.inner.queue.add(name.to_string());
     }
 
@@ -254,6 +273,10 @@ impl Controller {
             return;
         }
         let was_empty = self.inner.state.desired_is_empty();
+        // A malformed annotation tracks nothing; the sync reports it (and writes nothing).
+        self.inner
+            .ca
+            .track(&name, CaSource::of(&obj).ok().flatten());
         self.inner
             .state
             .set_desired(name.clone(), Desired::shared(obj, mode));
@@ -278,6 +301,7 @@ impl Controller {
         }
         threads.started = true;
         self.inner.report.events.start();
+        self.inner.ca.start();
         let opts = ReflectorOptions {
             resync: self.inner.options.resync,
             relist: self.inner.options.relist,
@@ -413,7 +437,9 @@ impl Controller {
 
     /// The controller's metrics (counters and gauges) in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
-        self.inner.report.metrics.render_prometheus(self.gauges())
+        let mut out = self.inner.report.metrics.render_prometheus(self.gauges());
+        out.push_str(&self.inner.ca.render_metrics());
+        out
     }
 
     /// The heartbeats of this controller's threads (groups `reflector` and `workers`);
@@ -458,6 +484,7 @@ impl Controller {
         if let Some(r) = &self.inner.threads.lock().reflector {
             r.stop();
         }
+        self.inner.ca.stop();
         self.inner.cancel.cancel();
         // No Event write after a stop either.
         self.inner.report.events.stop();
@@ -482,6 +509,7 @@ impl Controller {
         for h in threads.others.drain(..) {
             let _ = h.join();
         }
+        self.inner.ca.shutdown();
         // An Event being written ends within its timeout.
         self.inner.report.events.shutdown();
     }
@@ -561,6 +589,7 @@ impl Inner {
                 fights: &self.fights,
                 report: &self.report,
                 may_write: &may_write,
+                ca: &self.ca,
             };
             match sync::sync(&cx, &name) {
                 Ok(()) => self.queue.forget(&name),

@@ -1,5 +1,6 @@
 //! The autoregister controller: desired set, decision table, workers, manifests.
 
+pub mod ca;
 pub mod decision;
 pub mod events;
 mod fights;

@@ -5,8 +5,10 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
+use super::ca::{CaSources, Unresolved};
 use super::decision::{
-    decide, Action, Cell, Current, Decision, Facts, Ownership, ONSTART_CREATED_AFTER_START,
+    decide, Action, Cell, Current, Decision, Desired, Facts, Ownership,
+    ONSTART_CREATED_AFTER_START,
 };
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
@@ -33,6 +35,8 @@ pub(crate) struct SyncContext<'a> {
     pub may_write: &'a dyn Fn() -> Result<(), String>,
     /// Metrics, Events and "left alone" notices.
     pub report: &'a Reporters,
+    /// Where desired CA bundles come from.
+    pub ca: &'a CaSources,
 }
 
 /// The soonest retry of a write answered NotFound, Conflict or AlreadyExists. The change
@@ -101,8 +105,8 @@ pub(crate) fn plan(
     store: &Store<APIService>,
     ownership: &Ownership,
     name: &str,
+    desired: Option<Desired>,
 ) -> Decision {
-    let desired = state.desired(name);
     let cached = store.get(name);
     let current = match cached.as_deref() {
         Some(obj) => Current::Present(obj),
@@ -128,7 +132,11 @@ pub(crate) fn plan(
 /// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
 /// and the sync ends as a cancelled write.
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
-    let decision = plan(cx.state, cx.store, cx.ownership, name);
+    let desired = match with_ca_bundle(cx, name) {
+        Ok(d) => d,
+        Err(held) => return held,
+    };
+    let decision = plan(cx.state, cx.store, cx.ownership, name, desired);
     let cell = decision.cell;
     let why = Why(cell, decision.reason);
     let uid = cx
@@ -238,6 +246,56 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     result.map(drop)
 }
 
+/// The desired entry of `name` with its CA bundle filled from its source; a source that
+/// gives none ends the sync here, before any write: not read yet is a failure (retried),
+/// unusable holds the name (a change of the source re-queues it).
+fn with_ca_bundle(
+    cx: &SyncContext<'_>,
+    name: &str,
+) -> Result<Option<Desired>, Result<(), SyncError>> {
+    let Some(desired) = cx.state.desired(name) else {
+        return Ok(None);
+    };
+    match super::ca::fill(cx.ca, desired) {
+        Ok((filled, bundle)) => {
+            if let Some(expiry) = cx.ca.observe(name, bundle.as_ref()) {
+                let when = crate::api::time::format_rfc3339(expiry);
+                let note = format!(
+                    "the CA bundle's first certificate expires at {when}; renew the CA and                      update its source"
+                );
+                warn!("{name}: {note}");
+                let uid = cx.store.get(name).and_then(|o| o.metadata.uid.clone());
+                cx.report.events.record(
+                    name,
+                    uid.as_deref(),
+                    EventReason::CABundleExpiring,
+                    &note,
+                );
+            }
+            Ok(Some(filled))
+        }
+        Err(Unresolved::Pending(why)) => {
+            debug!("{name}: CA bundle not available yet: {why}");
+            let why = format!("CA bundle not available: {why}");
+            cx.state.record_outcome(name, Outcome::Failed(why.clone()));
+            Err(Err(SyncError::Decision(why)))
+        }
+        Err(Unresolved::Invalid(why)) => {
+            let why = format!("CA bundle not usable, nothing written: {why}");
+            let uid = cx.store.get(name).and_then(|o| o.metadata.uid.clone());
+            cx.report
+                .events
+                .record(name, uid.as_deref(), EventReason::CABundleInvalid, &why);
+            if cx.state.record_outcome(name, Outcome::Blocked(why.clone())) {
+                warn!("{name}: {why}");
+            } else {
+                debug!("{name}: still held: {why}");
+            }
+            Err(Ok(()))
+        }
+    }
+}
+
 /// Logs a "left alone" decision: once at INFO where a user would wonder why nothing
 /// happened (an onstart object deleted or created after start), else at debug.
 fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &Why) {
@@ -336,6 +394,11 @@ mod tests {
             api: &api,
             fights: &FightDetector::default(),
             may_write: &|| Ok(()),
+            ca: &CaSources::new(
+                api.client().clone(),
+                Arc::new(crate::runtime::workqueue::RateLimitingQueue::with_defaults("t")),
+                crate::controller::ca::DEFAULT_EXPIRY_WARNING,
+            ),
             report: &Reporters::new(
                 Arc::new(crate::controller::metrics::ControllerMetrics::new()),
                 crate::controller::events::EventRecorder::disabled(),

@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::errors::FieldError;
 use super::event_validation;
 use super::validation;
+use super::core_kinds;
 
 /// Validation hook: `Err` is a decode failure (400), `Ok(errors)` field errors (422 when any).
 pub(crate) type Validate = fn(&Value) -> Result<Vec<FieldError>, String>;
@@ -87,6 +88,34 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["ev"],
         default: |_| {},
         validate: event_validation::validate_event,
+        unknown_fields: |_| Vec::new(),
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        singular: "secret",
+        namespaced: true,
+        status_subresource: false,
+        categories: &[],
+        short_names: &[],
+        default: core_kinds::default_secret,
+        validate: core_kinds::validate_secret,
+        unknown_fields: |_| Vec::new(),
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        singular: "configmap",
+        namespaced: true,
+        status_subresource: false,
+        categories: &[],
+        short_names: &["cm"],
+        default: |_| {},
+        validate: core_kinds::validate_configmap,
         unknown_fields: |_| Vec::new(),
     },
 ];

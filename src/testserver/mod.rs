@@ -62,6 +62,8 @@
 //! kube-apiserver/crd-groups` (JSON body `{"group", "version"}`).
 
 mod admin;
+mod authz;
+mod core_kinds;
 mod discovery;
 mod errors;
 mod event_validation;
@@ -496,6 +498,19 @@ impl TestServer {
             .delete(kind, namespace.unwrap_or(""), name, &Default::default())
             .ok()
             .map(|o| (*o).clone())
+    }
+
+    /// Forbids `verb` (`get`, `list`, `watch`, `create`, ...) on `resource` (plural) as a
+    /// missing RBAC grant would: 403 Forbidden, worded as kube-apiserver's RBAC authorizer.
+    /// `namespace` and `name` narrow it (a list or watch is named by a `metadata.name=`
+    /// field selector, as for `resourceNames`).
+    pub fn deny(&self, verb: &str, resource: &str, namespace: Option<&str>, name: Option<&str>) {
+        self.shared.authz.deny(verb, resource, namespace, name);
+    }
+
+    /// Lifts every [`deny`](Self::deny).
+    pub fn allow_all(&self) {
+        self.shared.authz.allow_all();
     }
 
     /// The current global resourceVersion.

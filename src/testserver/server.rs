@@ -23,6 +23,8 @@ use super::{admin, discovery, managedfields, rest, watch};
 pub(crate) struct Shared {
     pub(crate) store: Store,
     pub(crate) faults: Faults,
+    /// RBAC denials a test put in force.
+    pub(crate) authz: super::authz::Authz,
     pub(crate) log: RequestLog,
     /// Bearer tokens accepted and the user each authenticates as (kube-apiserver's static
     /// token file); empty: no authentication.
@@ -76,6 +78,7 @@ impl Shared {
         Shared {
             store,
             faults: Faults::default(),
+            authz: Default::default(),
             log,
             users: RwLock::new(users),
             tls,
@@ -233,7 +236,16 @@ fn route(shared: &Shared, path: &str) -> Route {
         ["apis"] => Route::Discovery(Some(discovery::group_list())),
         ["apis", g] => Route::Discovery(discovery::group(g)),
         ["apis", g, v] => Route::Discovery(discovery::resource_list(g, v)),
-        ["apis", g, v, rest @ ..] => {
+        ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
+        ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
+        _ => Route::NotFound,
+    }
+}
+
+/// `[namespaces/NS/]PLURAL[/NAME[/status]]` under a group version (`""` is the core group).
+fn resource_route(g: &str, v: &str, rest: &[&str]) -> Route {
+    {
+        {
             let (namespace, rest) = match rest {
                 ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(ns.to_string()), tail),
                 _ => (None, rest),
@@ -262,7 +274,6 @@ fn route(shared: &Shared, path: &str) -> Route {
                 subresource,
             }
         }
-        _ => Route::NotFound,
     }
 }
 
@@ -364,7 +375,19 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
                 let body = rec.body.as_ref()?;
                 Some(body.pointer("/metadata/name")?.as_str()?.to_string())
             });
-            if let Some((code, retry)) = shared.faults.take_failure(verb) {
+            let pinned = req
+                .query("fieldSelector")
+                .and_then(|f| f.strip_prefix("metadata.name="));
+            let denied = shared.authz.check(&super::authz::Attributes {
+                verb,
+                kind,
+                namespace: namespace.as_deref(),
+                name: name.as_deref().or(pinned),
+                user: rec.user.as_deref(),
+            });
+            if let Err(e) = denied {
+                Err(e)
+            } else if let Some((code, retry)) = shared.faults.take_failure(verb) {
                 Err(errors::injected(code, retry))
             } else if verb == "watch" {
                 return serve_watch(shared, req, kind, namespace.as_deref(), reader, rec, epoch);

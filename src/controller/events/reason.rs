@@ -18,17 +18,24 @@ pub enum EventReason {
     /// Refused to delete managed APIServices because the desired set became empty
     /// (Warning, action `Delete`; `--allow-empty` permits it).
     EmptySetRefused,
+    /// Held a desired APIService because its CA source gives no usable bundle (Warning,
+    /// action `Update`: nothing is written until the source is fixed).
+    CABundleInvalid,
+    /// The APIService's CA bundle expires soon (Warning, action `Check`).
+    CABundleExpiring,
 }
 
 impl EventReason {
     /// Every reason, for documentation and tests.
-    pub const ALL: [EventReason; 6] = [
+    pub const ALL: [EventReason; 8] = [
         EventReason::Registered,
         EventReason::Updated,
         EventReason::Deregistered,
         EventReason::Adopted,
         EventReason::NotOwned,
         EventReason::EmptySetRefused,
+        EventReason::CABundleInvalid,
+        EventReason::CABundleExpiring,
     ];
 
     /// The Event's `reason`, CamelCase as Kubernetes writes them.
@@ -40,13 +47,18 @@ impl EventReason {
             EventReason::Adopted => "Adopted",
             EventReason::NotOwned => "NotOwned",
             EventReason::EmptySetRefused => "EmptySetRefused",
+            EventReason::CABundleInvalid => "CABundleInvalid",
+            EventReason::CABundleExpiring => "CABundleExpiring",
         }
     }
 
     /// `Normal` for a write, `Warning` for a refusal an operator should look at.
     pub fn event_type(self) -> &'static str {
         match self {
-            EventReason::NotOwned | EventReason::EmptySetRefused => "Warning",
+            EventReason::NotOwned
+            | EventReason::EmptySetRefused
+            | EventReason::CABundleInvalid
+            | EventReason::CABundleExpiring => "Warning",
             _ => "Normal",
         }
     }
@@ -59,6 +71,8 @@ impl EventReason {
             EventReason::Deregistered | EventReason::EmptySetRefused => "Delete",
             EventReason::Adopted => "Adopt",
             EventReason::NotOwned => "Skip",
+            EventReason::CABundleInvalid => "Update",
+            EventReason::CABundleExpiring => "Check",
         }
     }
 }

@@ -120,6 +120,7 @@ fn apiservice(mut value: Value) -> Result<APIService, String> {
     if let Some(svc) = obj.spec.service.as_mut() {
         svc.port.get_or_insert(443);
     }
+    crate::controller::ca::check_manifest(&obj).map_err(|e| format!("APIService {name:?}: {e}"))?;
     Ok(obj)
 }
 

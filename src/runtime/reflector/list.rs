@@ -71,6 +71,7 @@ fn list_pages<K: 'static>(
             continue_token: token.clone(),
             resource_version: None,
             label_selector: label_selector.map(str::to_string),
+            field_selector: None,
         };
         let page = lw.list(&params, cancel).map_err(|error| PageError {
             error,

@@ -206,6 +206,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             timeout_seconds: timeout,
             allow_bookmarks: true,
             label_selector: self.opts.label_selector.clone(),
+            field_selector: None,
             idle_timeout: self.opts.watch_idle_timeout,
         };
         let started = Instant::now();
