@@ -214,11 +214,7 @@ impl Controller {
         let client = client.with_canceller(&cancel).with_write_gate(gate);
         let queue = Arc::new(RateLimitingQueue::with_defaults(QUEUE_NAME));
         // Sources are only read: the write gate does not concern them, the canceller does.
-        let ca = CaSources::new(
-            client.clone(),
-            queue.clone(),
-            options.ca_expiry_warning,
-        );
+        let ca = CaSources::new(client.clone(), queue.clone(), options.ca_expiry_warning);
         Controller {
             inner: Arc::new(Inner {
                 api: Api::all(client).with_field_manager(options.field_manager.clone()),

@@ -7,8 +7,7 @@ use log::{debug, info, warn};
 
 use super::ca::{CaSources, Unresolved};
 use super::decision::{
-    decide, Action, Cell, Current, Decision, Desired, Facts, Ownership,
-    ONSTART_CREATED_AFTER_START,
+    decide, Action, Cell, Current, Decision, Desired, Facts, Ownership, ONSTART_CREATED_AFTER_START,
 };
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
@@ -265,12 +264,9 @@ fn with_ca_bundle(
                 );
                 warn!("{name}: {note}");
                 let uid = cx.store.get(name).and_then(|o| o.metadata.uid.clone());
-                cx.report.events.record(
-                    name,
-                    uid.as_deref(),
-                    EventReason::CABundleExpiring,
-                    &note,
-                );
+                cx.report
+                    .events
+                    .record(name, uid.as_deref(), EventReason::CABundleExpiring, &note);
             }
             Ok(Some(filled))
         }
@@ -396,7 +392,9 @@ mod tests {
             may_write: &|| Ok(()),
             ca: &CaSources::new(
                 api.client().clone(),
-                Arc::new(crate::runtime::workqueue::RateLimitingQueue::with_defaults("t")),
+                Arc::new(crate::runtime::workqueue::RateLimitingQueue::with_defaults(
+                    "t",
+                )),
                 crate::controller::ca::DEFAULT_EXPIRY_WARNING,
             ),
             report: &Reporters::new(

@@ -62,7 +62,9 @@ impl Authz {
         let denied = rules.iter().any(|r| {
             r.verb == a.verb
                 && r.resource == a.kind.plural
-                && r.namespace.as_deref().map_or(true, |n| Some(n) == a.namespace)
+                && r.namespace
+                    .as_deref()
+                    .map_or(true, |n| Some(n) == a.namespace)
                 && r.name.as_deref().map_or(true, |n| Some(n) == a.name)
         });
         if denied {

@@ -2,10 +2,10 @@
 
 use serde_json::Value;
 
+use super::core_kinds;
 use super::errors::FieldError;
 use super::event_validation;
 use super::validation;
-use super::core_kinds;
 
 /// Validation hook: `Err` is a decode failure (400), `Ok(errors)` field errors (422 when any).
 pub(crate) type Validate = fn(&Value) -> Result<Vec<FieldError>, String>;

@@ -34,7 +34,12 @@ impl<K: Resource> Named<K> {
         let what = format!("{verb}: {e}");
         let mut last = self.denied.lock();
         if last.as_deref() == Some(what.as_str()) {
-            log::debug!("{} {}/{}: still forbidden: {what}", K::KIND, self.namespace, self.name);
+            log::debug!(
+                "{} {}/{}: still forbidden: {what}",
+                K::KIND,
+                self.namespace,
+                self.name
+            );
             return;
         }
         log::warn!(

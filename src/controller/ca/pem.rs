@@ -47,13 +47,10 @@ impl CaBundle {
                 ));
             }
             if b.label != "CERTIFICATE" {
-                return Err(format!(
-                    "block {n} is a {:?}, not a CERTIFICATE",
-                    b.label
-                ));
+                return Err(format!("block {n} is a {:?}, not a CERTIFICATE", b.label));
             }
-            let parsed = x509::parse(&b.der)
-                .map_err(|e| format!("certificate {n} does not parse: {e}"))?;
+            let parsed =
+                x509::parse(&b.der).map_err(|e| format!("certificate {n} does not parse: {e}"))?;
             certs.push(CertSummary {
                 subject: parsed.subject,
                 sha256: fingerprint(&b.der),
@@ -108,7 +105,8 @@ struct Block {
 /// Every PEM block of `text`, in order; text between blocks is ignored (openssl's
 /// "Bag Attributes" and comments), a broken block is an error.
 fn blocks(text: &[u8]) -> Result<Vec<Block>, String> {
-    let text = std::str::from_utf8(text).map_err(|_| "not PEM: the data is not text".to_string())?;
+    let text =
+        std::str::from_utf8(text).map_err(|_| "not PEM: the data is not text".to_string())?;
     let mut out = Vec::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
@@ -201,8 +199,10 @@ mod tests {
         let e = CaBundle::from_pem(format!("{cert}{key}").as_bytes()).unwrap_err();
         assert!(e.contains("block 2 is a private key (PRIVATE KEY)"), "{e}");
         assert!(!e.contains(&key[40..80]), "no key material in the message");
-        let e = CaBundle::from_pem(b"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n")
-            .unwrap_err();
+        let e = CaBundle::from_pem(
+            b"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n",
+        )
+        .unwrap_err();
         assert!(e.contains("private key (RSA PRIVATE KEY)"), "{e}");
     }
 
@@ -214,13 +214,15 @@ mod tests {
             CaBundle::from_pem(b"hello").unwrap_err(),
             "no PEM certificate found"
         );
-        let e = CaBundle::from_pem(b"-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n")
-            .unwrap_err();
+        let e =
+            CaBundle::from_pem(b"-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n")
+                .unwrap_err();
         assert!(e.contains("not valid base64"), "{e}");
         let e = CaBundle::from_pem(b"-----BEGIN CERTIFICATE-----\nAAAA\n").unwrap_err();
         assert!(e.contains("has no"), "{e}");
-        let e = CaBundle::from_pem(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
-            .unwrap_err();
+        let e =
+            CaBundle::from_pem(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+                .unwrap_err();
         assert!(e.contains("certificate 1 does not parse"), "{e}");
         let e = CaBundle::from_pem(b"\xff\xfe").unwrap_err();
         assert!(e.contains("not text"), "{e}");

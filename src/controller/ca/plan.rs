@@ -50,7 +50,11 @@ pub fn resolve_once(client: &Client, source: &CaSource) -> Result<CaBundle, Unre
             } else if let Some(v) = c.binary_data.as_ref().and_then(|d| d.get(key)) {
                 b64(v)?
             } else {
-                let keys = c.data.iter().chain(c.binary_data.iter()).flat_map(|d| d.keys());
+                let keys = c
+                    .data
+                    .iter()
+                    .chain(c.binary_data.iter())
+                    .flat_map(|d| d.keys());
                 return Err(missing_key(source, keys));
             }
         }
@@ -59,7 +63,10 @@ pub fn resolve_once(client: &Client, source: &CaSource) -> Result<CaBundle, Unre
 }
 
 /// No `key` in the object: says which keys it has (names only, never values).
-pub(super) fn missing_key<'a>(source: &CaSource, keys: impl Iterator<Item = &'a String>) -> Unresolved {
+pub(super) fn missing_key<'a>(
+    source: &CaSource,
+    keys: impl Iterator<Item = &'a String>,
+) -> Unresolved {
     let keys: Vec<&str> = keys.map(String::as_str).collect();
     Unresolved::Invalid(if keys.is_empty() {
         format!("{source}: has no data")

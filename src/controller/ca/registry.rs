@@ -200,7 +200,10 @@ impl CaSources {
                 }
             }
             if let Some(s) = source {
-                r.users.entry(s.clone()).or_default().insert(name.to_string());
+                r.users
+                    .entry(s.clone())
+                    .or_default()
+                    .insert(name.to_string());
                 if r.started && !r.stopped && !r.watches.contains_key(&s) {
                     let w = self.watch(&s);
                     r.watches.insert(s, w);
@@ -404,7 +407,13 @@ impl CaSources {
             } => {
                 let store = Arc::new(Store::new());
                 let reflector = Reflector::spawn(
-                    named::<Secret>(&self.shared.client, namespace, name, key, Secret::trim_to_key),
+                    named::<Secret>(
+                        &self.shared.client,
+                        namespace,
+                        name,
+                        key,
+                        Secret::trim_to_key,
+                    ),
                     store.clone(),
                     handler,
                     opts,

@@ -101,7 +101,9 @@ impl CaSource {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
         if !key_ok {
-            return Err(format!("{value:?}: key {data_key:?} is not a valid data key"));
+            return Err(format!(
+                "{value:?}: key {data_key:?} is not a valid data key"
+            ));
         }
         let (namespace, name, key_) = (namespace.into(), name.into(), data_key.into());
         Ok(if key == INJECT_CA_FROM_SECRET {
@@ -131,14 +133,20 @@ impl CaSource {
                 namespace,
                 name,
                 key,
-            } => (INJECT_CA_FROM_CONFIGMAP, format!("{namespace}/{name}:{key}")),
+            } => (
+                INJECT_CA_FROM_CONFIGMAP,
+                format!("{namespace}/{name}:{key}"),
+            ),
             CaSource::File(p) => (INJECT_CA_FROM_FILE, p.display().to_string()),
         }
     }
 
     /// Names this source on `obj` (replacing any other source annotation).
     pub fn annotate(&self, obj: &mut APIService) {
-        let annotations = obj.metadata.annotations.get_or_insert_with(Default::default);
+        let annotations = obj
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
         for k in [
             INJECT_CA_FROM_SECRET,
             INJECT_CA_FROM_CONFIGMAP,
@@ -252,8 +260,16 @@ mod tests {
     #[test]
     fn malformed_references_name_the_annotation() {
         for (k, v, want) in [
-            (INJECT_CA_FROM_SECRET, "api-tls", "is not NAMESPACE/NAME[:KEY]"),
-            (INJECT_CA_FROM_SECRET, "certs/API", "not a valid Kubernetes object name"),
+            (
+                INJECT_CA_FROM_SECRET,
+                "api-tls",
+                "is not NAMESPACE/NAME[:KEY]",
+            ),
+            (
+                INJECT_CA_FROM_SECRET,
+                "certs/API",
+                "not a valid Kubernetes object name",
+            ),
             (INJECT_CA_FROM_CONFIGMAP, "a/b:", "is not a valid data key"),
             (INJECT_CA_FROM_FILE, "ca.crt", "not an absolute path"),
         ] {
@@ -275,6 +291,9 @@ mod tests {
         assert_eq!(check_manifest(&o), Ok(()));
         o.spec.ca_bundle = Some(b"x".to_vec().into_boxed_slice());
         let e = check_manifest(&o).unwrap_err();
-        assert!(e.contains("spec.caBundle") && e.contains(INJECT_CA_FROM_SECRET), "{e}");
+        assert!(
+            e.contains("spec.caBundle") && e.contains(INJECT_CA_FROM_SECRET),
+            "{e}"
+        );
     }
 }

@@ -161,7 +161,11 @@ fn oid_text(body: &[u8]) -> String {
         acc = (acc << 7) | u64::from(b & 0x7f);
         if b & 0x80 == 0 {
             if out.is_empty() && i < 8 {
-                let (a, b) = if acc < 80 { (acc / 40, acc % 40) } else { (2, acc - 80) };
+                let (a, b) = if acc < 80 {
+                    (acc / 40, acc % 40)
+                } else {
+                    (2, acc - 80)
+                };
                 out.push(a.to_string());
                 out.push(b.to_string());
             } else {
@@ -209,7 +213,13 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        for bad in [&b""[..], b"\x30", b"\x30\x85\x01", b"\x30\x03\x30\x01", b"\x1f\x00"] {
+        for bad in [
+            &b""[..],
+            b"\x30",
+            b"\x30\x85\x01",
+            b"\x30\x03\x30\x01",
+            b"\x1f\x00",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
