@@ -279,6 +279,7 @@ fn group_of(resource: &str) -> &'static str {
         "apiservices" => "apiregistration.k8s.io",
         "leases" => "coordination.k8s.io",
         "events" => "events.k8s.io",
+        "secrets" | "configmaps" => "",
         other => panic!("the binary sent a request for an unexpected resource {other:?}"),
     }
 }
@@ -447,6 +448,22 @@ fn the_deployment_follows_a_configmap_data_swap_records_events_and_needs_exactly
     let scratch = Scratch::new("deploy-run");
     let kubeconfig = scratch.path("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
+    // The CA Secret the sample manifests inject from (as cert-manager would have issued it).
+    for role in all(&objs, "Role") {
+        for rule in role["rules"].as_array().unwrap() {
+            if rule["resources"] != json!(["secrets"]) {
+                continue;
+            }
+            for name in rule["resourceNames"].as_array().unwrap() {
+                server.seed(
+                    "secrets",
+                    role["metadata"]["namespace"].as_str(),
+                    json!({"metadata": {"name": name, "namespace": role["metadata"]["namespace"]},
+                           "data": {"ca.crt": base64_ca()}}),
+                );
+            }
+        }
+    }
     let mut volume = ConfigMapDir::new(scratch.path("manifests"));
     let mut data = configmap_data(&objs);
     volume.publish(&data);
@@ -612,6 +629,19 @@ fn the_deployment_follows_a_configmap_data_swap_records_events_and_needs_exactly
             r.namespace.clone().unwrap_or_default(),
         ));
     }
+    // Secrets are read one by one, as resourceNames grants them.
+    for r in server.requests() {
+        if r.resource.as_deref() == Some("secrets") {
+            assert!(
+                r.query
+                    .contains("fieldSelector=metadata.name%3Dprometheus-adapter-tls"),
+                "{} {}?{}",
+                r.method,
+                r.path,
+                r.query
+            );
+        }
+    }
     for a in &sent {
         assert!(
             allows(&granted, a),
@@ -651,4 +681,12 @@ fn kubectl_reads_every_deploy_object_offline() {
     ] {
         assert!(names.contains(&want), "{stdout}");
     }
+}
+
+/// A CA certificate, base64 of its PEM (a Secret's `data` value).
+fn base64_ca() -> String {
+    use base64::Engine;
+    let params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    base64::engine::general_purpose::STANDARD.encode(params.self_signed(&key).unwrap().pem())
 }

@@ -44,7 +44,7 @@ impl<K: Resource> Named<K> {
         }
         log::warn!(
             "CA source {kind} {ns}/{name}: cannot {verb} it, forbidden by RBAC ({e}); \
-             grant get, list and watch on {plural} with resourceNames [{name}] in namespace \
+             grant list and watch on {plural} with resourceNames [{name}] in namespace \
              {ns}{follow}",
             kind = K::KIND,
             ns = self.namespace,

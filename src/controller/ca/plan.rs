@@ -6,9 +6,11 @@ use super::pem::CaBundle;
 use super::registry::{read_file, Unresolved};
 use super::source::CaSource;
 use crate::api::{ConfigMap, Secret};
-use crate::client::{Api, Client};
+use crate::client::{Api, Client, ListParams};
 
-/// What `source` holds now, read once with a GET (a file is read from disk).
+/// What `source` holds now, read once (a file from disk). An object is read with the
+/// list `run`'s watch starts with (field selector `metadata.name=NAME`), so `plan` needs no
+/// grant beyond `run`'s (`list` and `watch` with `resourceNames`).
 pub fn resolve_once(client: &Client, source: &CaSource) -> Result<CaBundle, Unresolved> {
     let b64 = |s: &str| {
         base64::engine::general_purpose::STANDARD
@@ -22,6 +24,7 @@ pub fn resolve_once(client: &Client, source: &CaSource) -> Result<CaBundle, Unre
             Unresolved::Pending(format!("{source}: cannot be read: {e}"))
         }
     };
+    let not_found = || Unresolved::Invalid(format!("{source}: not found"));
     let pem = match source {
         CaSource::File(path) => return read_file(source, path),
         CaSource::Secret {
@@ -29,9 +32,9 @@ pub fn resolve_once(client: &Client, source: &CaSource) -> Result<CaBundle, Unre
             name,
             key,
         } => {
-            let s = Api::<Secret>::namespaced(client.clone(), namespace)
-                .get(name)
-                .map_err(read_error)?;
+            let s = one::<Secret>(client, namespace, name)
+                .map_err(read_error)?
+                .ok_or_else(not_found)?;
             match s.data.as_ref().and_then(|d| d.get(key)) {
                 Some(v) => b64(v)?,
                 None => return Err(missing_key(source, s.data.iter().flat_map(|d| d.keys()))),
@@ -42,9 +45,9 @@ pub fn resolve_once(client: &Client, source: &CaSource) -> Result<CaBundle, Unre
             name,
             key,
         } => {
-            let c = Api::<ConfigMap>::namespaced(client.clone(), namespace)
-                .get(name)
-                .map_err(read_error)?;
+            let c = one::<ConfigMap>(client, namespace, name)
+                .map_err(read_error)?
+                .ok_or_else(not_found)?;
             if let Some(v) = c.data.as_ref().and_then(|d| d.get(key)) {
                 v.as_bytes().to_vec()
             } else if let Some(v) = c.binary_data.as_ref().and_then(|d| d.get(key)) {
@@ -60,6 +63,19 @@ pub fn resolve_once(client: &Client, source: &CaSource) -> Result<CaBundle, Unre
         }
     };
     CaBundle::from_pem(&pem).map_err(|e| Unresolved::Invalid(format!("{source}: {e}")))
+}
+
+/// The object `namespace/name`, listed by a field selector on its name.
+fn one<K: crate::api::Resource>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, crate::client::Error> {
+    let list = Api::<K>::namespaced(client.clone(), namespace).list(&ListParams {
+        field_selector: Some(format!("metadata.name={name}")),
+        ..Default::default()
+    })?;
+    Ok(list.items.into_iter().find(|o| o.name() == name))
 }
 
 /// No `key` in the object: says which keys it has (names only, never values).
