@@ -468,3 +468,168 @@ fn civil(days: i64) -> (i32, u8, u8) {
     let y = (yoe + era * 400 + i64::from(m <= 2)) as i32;
     (y, m, d)
 }
+
+/// An APIService object for the library, `v1.<group>`, served by `ns/svc`.
+fn lib_object(group: &str) -> autoregister::api::APIService {
+    serde_json::from_value(json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": format!("v1.{group}")},
+        "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 100,
+                 "versionPriority": 10, "service": {"namespace": "ns", "name": "svc", "port": 443}},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn embedders_name_a_source_on_the_object_or_hand_their_own_ca_in() {
+    use autoregister::client::Client;
+    use autoregister::controller::ca::CaSource;
+    use autoregister::controller::{Controller, ControllerOptions};
+
+    let server = TestServer::start();
+    let first = ca("first");
+    put_secret(&server, tls_secret(SECRET, &first));
+    let ctl = Controller::new(
+        Client::new(server.client_config()).unwrap(),
+        ControllerOptions::default(),
+    );
+    // From a Secret, through the same annotation the manifests use.
+    let mut sourced = lib_object("a.example.com");
+    CaSource::Secret {
+        namespace: NS.into(),
+        name: SECRET.into(),
+        key: "ca.crt".into(),
+    }
+    .annotate(&mut sourced);
+    ctl.add_api_service_to_sync(sourced);
+    // An embedded aggregated API server's own CA, handed in directly.
+    let own = ca("embedded server CA");
+    let mut direct = lib_object("b.example.com");
+    direct.spec.ca_bundle = Some(own.clone().into_bytes().into_boxed_slice());
+    ctl.add_api_service_to_sync(direct);
+    ctl.start();
+    assert!(ctl.wait_converged(WAIT).is_ok());
+    assert!(holds(&server, "v1.a.example.com", &first));
+    assert!(holds(&server, "v1.b.example.com", &own));
+    // Rotation follows for the embedder too.
+    let second = ca("second");
+    put_secret(&server, tls_secret(SECRET, &second));
+    assert!(binary::wait_until_for(Duration::from_secs(5), || holds(
+        &server,
+        "v1.a.example.com",
+        &second
+    )));
+    let metrics = ctl.render_metrics();
+    for name in ["v1.a.example.com", "v1.b.example.com"] {
+        assert!(
+            metrics.contains(&format!(
+                "autoregister_ca_bundle_expiry_timestamp_seconds{{apiservice=\"{name}\"}} 2208988800"
+            )),
+            "{metrics}"
+        );
+    }
+    // Removed: its metric is gone.
+    ctl.remove_api_service_to_sync("v1.a.example.com");
+    assert!(!ctl
+        .render_metrics()
+        .contains("apiservice=\"v1.a.example.com\""));
+    ctl.shutdown();
+}
+
+#[test]
+fn the_test_server_serves_secrets_and_configmaps_with_field_selectors_versions_and_404s() {
+    use autoregister::api::{ConfigMap, Secret, WatchEvent};
+    use autoregister::client::{Api, Canceller, Client, DeleteParams, ListParams, WatchParams};
+
+    let server = TestServer::start();
+    let client = Client::new(server.client_config()).unwrap();
+    let secrets = Api::<Secret>::namespaced(client.clone(), NS);
+    let mk = |name: &str, v: &str| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"ca.crt": b64(v)}}))
+            .unwrap()
+    };
+    let a = secrets.create(&mk("a", "one")).unwrap();
+    secrets.create(&mk("b", "two")).unwrap();
+    assert_eq!(
+        a.type_.as_deref(),
+        Some("Opaque"),
+        "defaulted as the API does"
+    );
+    assert!(secrets
+        .create(&mk("a", "again"))
+        .unwrap_err()
+        .is_already_exists());
+    // A list pinned to one name, from the core group's path.
+    let one = secrets
+        .list(&ListParams {
+            field_selector: Some("metadata.name=b".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(one.items.len(), 1);
+    assert_eq!(one.items[0].metadata.name.as_deref(), Some("b"));
+    // A watch pinned to `a` sees a's update, not b's.
+    let cancel = Canceller::new();
+    let mut events = secrets
+        .watch(
+            &WatchParams {
+                resource_version: one.metadata.resource_version.clone().unwrap_or_default(),
+                field_selector: Some("metadata.name=a".into()),
+                timeout_seconds: 5,
+                ..Default::default()
+            },
+            &cancel,
+        )
+        .unwrap();
+    let mut b = secrets.get("b").unwrap();
+    b.data = Some([("ca.crt".to_string(), b64("three"))].into());
+    secrets.update(&b).unwrap();
+    let mut a2 = a.clone();
+    a2.data = Some([("ca.crt".to_string(), b64("four"))].into());
+    let a2 = secrets.update(&a2).unwrap();
+    assert_ne!(a2.metadata.resource_version, a.metadata.resource_version);
+    match events.next() {
+        Some(Ok(WatchEvent::Modified(s))) => {
+            assert_eq!(s.metadata.name.as_deref(), Some("a"));
+            assert_eq!(s.data.unwrap()["ca.crt"], b64("four"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Stale resourceVersion: Conflict.
+    assert!(secrets.update(&a).unwrap_err().is_conflict());
+    secrets.delete("a", &DeleteParams::default()).unwrap();
+    assert!(secrets.get("a").unwrap_err().is_not_found());
+    assert!(secrets
+        .delete("a", &DeleteParams::default())
+        .unwrap_err()
+        .is_not_found());
+    cancel.cancel();
+
+    // ConfigMaps: data as text, binaryData base64; a bad body is refused.
+    let cms = Api::<ConfigMap>::namespaced(client, NS);
+    let cm: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "c"}, "data": {"ca.crt": "pem"}, "binaryData": {"b": b64("x")}}),
+    )
+    .unwrap();
+    cms.create(&cm).unwrap();
+    assert_eq!(cms.get("c").unwrap().data.unwrap()["ca.crt"], "pem");
+    let bad: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "d"}, "binaryData": {"b": "!!"}}))
+            .unwrap();
+    assert_eq!(
+        cms.create(&bad).unwrap_err().as_api().map(|e| e.code),
+        Some(400)
+    );
+    // RBAC denial: 403 worded as kube-apiserver's.
+    server.deny("get", "configmaps", Some(NS), Some("c"));
+    let e = cms.get("c").unwrap_err();
+    assert!(e.is_forbidden(), "{e}");
+    assert!(
+        e.to_string().contains(
+            "configmaps \"c\" is forbidden: User \"system:anonymous\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"certs\""
+        ),
+        "{e}"
+    );
+    server.allow_all();
+    assert!(cms.get("c").is_ok());
+}
