@@ -528,12 +528,30 @@ fn embedders_name_a_source_on_the_object_or_hand_their_own_ca_in() {
             "{metrics}"
         );
     }
+    let ours = || -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("comm")).ok())
+            .map(|c| c.trim_end().to_string())
+            .filter(|c| c == "ca-sources" || c.starts_with("reflector-secre"))
+            .collect()
+    };
+    assert_eq!(
+        ours().len(),
+        2,
+        "the sources' thread and one reflector: {:?}",
+        ours()
+    );
     // Removed: its metric is gone.
     ctl.remove_api_service_to_sync("v1.a.example.com");
     assert!(!ctl
         .render_metrics()
         .contains("apiservice=\"v1.a.example.com\""));
     ctl.shutdown();
+    // Nothing leaks: the sources' thread and their reflectors end with the controller.
+    // (The only controller of this test process; the others run in child processes.)
+    assert!(wait_until(|| ours().is_empty()), "{:?}", ours());
 }
 
 #[test]

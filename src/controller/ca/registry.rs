@@ -25,7 +25,8 @@ const FILE_POLL: Duration = Duration::from_secs(1);
 /// How often the names with a bundle are synced again so an expiry warning fires even
 /// when nothing changes.
 const EXPIRY_RECHECK: Duration = Duration::from_secs(600);
-/// Tick of the sources thread: how soon a first read of a source re-queues its users.
+/// Tick of the sources thread while a source's first read is outstanding: how soon that
+/// read re-queues its users. Otherwise it wakes once per [`FILE_POLL`].
 const TICK: Duration = Duration::from_millis(100);
 
 /// Why a source gave no bundle.
@@ -515,6 +516,7 @@ fn sources_loop(shared: &Shared) {
             next_file_poll = now + FILE_POLL;
         }
         let mut changed: Vec<CaSource> = Vec::new();
+        let mut outstanding = false;
         {
             let mut r = shared.registry.lock();
             for (source, w) in r.watches.iter_mut() {
@@ -531,7 +533,10 @@ fn sources_loop(shared: &Shared) {
                         *seen_synced = true;
                         changed.push(source.clone());
                     }
-                    _ => {}
+                    Watch::Secret { seen_synced, .. } | Watch::ConfigMap { seen_synced, .. } => {
+                        outstanding |= !*seen_synced;
+                    }
+                    Watch::File { .. } => {}
                 }
             }
         }
@@ -572,7 +577,9 @@ fn sources_loop(shared: &Shared) {
         for s in changed {
             shared.requeue(&s);
         }
-        if shared.sleep(TICK) {
+        // A source added meanwhile waits at most one FILE_POLL; its users' own retries
+        // (per-name backoff from 5 ms) usually read it first anyway.
+        if shared.sleep(if outstanding { TICK } else { FILE_POLL }) {
             return;
         }
     }
