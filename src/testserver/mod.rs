@@ -62,8 +62,8 @@
 //! kube-apiserver/crd-groups` (JSON body `{"group", "version"}`).
 
 mod admin;
-mod authz;
 mod core_kinds;
+mod denials;
 mod discovery;
 mod errors;
 mod event_validation;
@@ -505,12 +505,12 @@ impl TestServer {
     /// `namespace` and `name` narrow it (a list or watch is named by a `metadata.name=`
     /// field selector, as for `resourceNames`).
     pub fn deny(&self, verb: &str, resource: &str, namespace: Option<&str>, name: Option<&str>) {
-        self.shared.authz.deny(verb, resource, namespace, name);
+        self.shared.denials.deny(verb, resource, namespace, name);
     }
 
     /// Lifts every [`deny`](Self::deny).
     pub fn allow_all(&self) {
-        self.shared.authz.allow_all();
+        self.shared.denials.allow_all();
     }
 
     /// The current global resourceVersion.

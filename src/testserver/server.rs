@@ -24,7 +24,7 @@ pub(crate) struct Shared {
     pub(crate) store: Store,
     pub(crate) faults: Faults,
     /// RBAC denials a test put in force.
-    pub(crate) authz: super::authz::Authz,
+    pub(crate) denials: super::denials::Denials,
     pub(crate) log: RequestLog,
     /// Bearer tokens accepted and the user each authenticates as (kube-apiserver's static
     /// token file); empty: no authentication.
@@ -78,7 +78,7 @@ impl Shared {
         Shared {
             store,
             faults: Faults::default(),
-            authz: Default::default(),
+            denials: Default::default(),
             log,
             users: RwLock::new(users),
             tls,
@@ -378,7 +378,7 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
             let pinned = req
                 .query("fieldSelector")
                 .and_then(|f| f.strip_prefix("metadata.name="));
-            let denied = shared.authz.check(&super::authz::Attributes {
+            let denied = shared.denials.check(&super::denials::Attributes {
                 verb,
                 kind,
                 namespace: namespace.as_deref(),

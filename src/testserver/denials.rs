@@ -19,7 +19,7 @@ struct Rule {
 
 /// The denials in force; empty: everything is allowed.
 #[derive(Default)]
-pub(crate) struct Authz {
+pub(crate) struct Denials {
     rules: RwLock<Vec<Rule>>,
 }
 
@@ -34,7 +34,7 @@ pub(crate) struct Attributes<'a> {
     pub(crate) user: Option<&'a str>,
 }
 
-impl Authz {
+impl Denials {
     /// Forbids `verb` on `resource` (plural), in `namespace` and of `name` when given.
     pub(crate) fn deny(
         &self,
