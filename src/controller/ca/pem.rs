@@ -8,6 +8,7 @@ use base64::Engine;
 use super::x509;
 
 /// One certificate of a bundle, as `plan` and the expiry check see it.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CertSummary {
     /// Subject, e.g. `CN=example CA,O=Example`.
@@ -21,6 +22,7 @@ pub struct CertSummary {
 
 /// A bundle of CA certificates: their canonical PEM (what `spec.caBundle` gets) and a
 /// summary of each.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CaBundle {
     /// The certificates re-encoded as PEM, in the source's order, nothing else.

@@ -92,6 +92,7 @@ pub(super) fn missing_key<'a>(
 }
 
 /// The CA bundle a planned APIService would carry, and where it comes from.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct PlannedBundle {
     /// The annotation's source; `None` for a literal `spec.caBundle`.

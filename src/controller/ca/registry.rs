@@ -30,6 +30,7 @@ const EXPIRY_RECHECK: Duration = Duration::from_secs(600);
 const TICK: Duration = Duration::from_millis(100);
 
 /// Why a source gave no bundle.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unresolved {
     /// Not read yet (or the read keeps failing, e.g. forbidden): wait and retry.

@@ -16,6 +16,7 @@ pub const INJECT_CA_FROM_FILE: &str = "autoregister.dev/inject-ca-from-file";
 pub const DEFAULT_CA_KEY: &str = "ca.crt";
 
 /// A source of a CA bundle.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CaSource {
     /// One key of a Secret.
