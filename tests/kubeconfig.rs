@@ -6,7 +6,15 @@ use autoregister::client::{AuthConfig, Config, ConfigError, ConnectOptions, Infe
 
 /// A fresh directory for one test.
 /// A PEM block (the kubeconfig checks the CA is PEM; its X.509 content is checked later).
-const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nQ0EgUEVN\n-----END CERTIFICATE-----\n";
+/// A real CA certificate (PEM): kubectl and we refuse a CA bundle without a parsable one.
+fn ca_pem() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    rcgen::CertificateParams::new(vec!["ca".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap()
+        .pem()
+}
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ar-kubeconfig-{}-{name}", std::process::id()));
@@ -254,7 +262,8 @@ fn nothing_found_is_an_error() {
 fn relative_paths_resolve_against_the_kubeconfig_directory() {
     let dir = temp_dir("relative");
     let sub = dir.join("sub");
-    write(&sub.join("pki/ca.pem"), CA_PEM);
+    let ca = ca_pem();
+    write(&sub.join("pki/ca.pem"), &ca);
     write(&sub.join("pki/client.pem"), "CLIENT CERT");
     write(&sub.join("pki/client.key"), "CLIENT KEY");
     let kc = write(
@@ -298,7 +307,7 @@ current-context: files
     // Read from another working directory's point of view: paths must not depend on cwd.
     let env = env_with(&dir, &[&kc]);
     let c = infer(&ConnectOptions::default(), &env);
-    assert_eq!(c.tls.ca_pem.as_deref(), Some(CA_PEM.as_bytes()));
+    assert_eq!(c.tls.ca_pem.as_deref(), Some(ca.as_bytes()));
     assert_eq!(c.tls.client_cert_pem.as_deref(), Some(&b"CLIENT CERT"[..]));
     assert_eq!(c.tls.client_key_pem.as_deref(), Some(&b"CLIENT KEY"[..]));
     match &c.auth {
@@ -330,15 +339,17 @@ current-context: files
 
 #[test]
 fn inline_data_and_insecure_flag() {
+    use base64::Engine as _;
     let dir = temp_dir("inline");
+    let ca = ca_pem();
     let kc = write(
         &dir.join("config"),
-        r#"
+        &r#"
 clusters:
 - name: c
   cluster:
     server: https://c
-    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClEwRWdSRUZVUVE9PQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==
+    certificate-authority-data: CA_DATA
     insecure-skip-tls-verify: false
     tls-server-name: api.internal
     unknown-field: ignored
@@ -353,14 +364,15 @@ contexts:
 - {name: c, context: {cluster: c, user: u, namespace: x}}
 - {name: i, context: {cluster: i}}
 current-context: c
-"#,
+"#
+        .replace(
+            "CA_DATA",
+            &base64::engine::general_purpose::STANDARD.encode(&ca),
+        ),
     );
     let env = env_with(&dir, &[&kc]);
     let c = infer(&ConnectOptions::default(), &env);
-    assert_eq!(
-        c.tls.ca_pem.as_deref(),
-        Some(&b"-----BEGIN CERTIFICATE-----\nQ0EgREFUQQ==\n-----END CERTIFICATE-----\n"[..])
-    );
+    assert_eq!(c.tls.ca_pem.as_deref(), Some(ca.as_bytes()));
     assert!(!c.tls.insecure_skip_verify);
     assert_eq!(c.tls.server_name.as_deref(), Some("api.internal"));
     assert!(matches!(&c.auth, AuthConfig::Basic { username, password }
@@ -475,7 +487,7 @@ fn bad_kubeconfigs_name_the_file_and_the_problem() {
         "halfcert",
         "clusters:\n- {name: c, cluster: {server: https://c}}\nusers:\n- {name: u, user: {client-certificate-data: QQ==}}\ncontexts:\n- {name: a, context: {cluster: c, user: u}}\ncurrent-context: a\n",
         None,
-        "must be given together",
+        "must be given with a client certificate",
     );
     case(
         "noctx",

@@ -16,7 +16,7 @@ use super::duration;
 pub const USAGE: &str = "\
 usage:
   autoregister run  --manifests PATH [--once] [--timeout DUR] [--workers N]
-                    [--kubeconfig FILE] [--context NAME] [--server URL]
+                    [--kubeconfig FILE] [--context NAME] [--server URL] [--as USER] [--as-group G]
                     [--qps F] [--burst N] [--resync DUR] [--relist DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
                     [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
@@ -24,6 +24,7 @@ usage:
                     [--label-key KEY] [--adopt] [--allow-empty]
                     [--events[=BOOL]]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
+                    [--as USER] [--as-group G] [--as-uid UID]
                     [--label-key KEY] [--adopt] [--allow-empty] [--timeout DUR]
   autoregister version
 
@@ -38,6 +39,9 @@ flags (run and plan):
   --kubeconfig FILE        default: $KUBECONFIG, else ~/.kube/config, else in-cluster
   --context NAME           default: the kubeconfig's current-context
   --server URL             overrides the kubeconfig's server
+  --as USER                act as USER (impersonation; the kubeconfig user's `as`)
+  --as-group GROUP         act with GROUP too (repeatable; needs --as)
+  --as-uid UID             act with UID (needs --as)
   --qps F                  client-side requests/s, >= 0; 0 = off (default: none against a
                            server with API Priority and Fairness, else 50)
   --burst N                client-side burst, >= 1 (default 100)
@@ -86,6 +90,12 @@ pub struct KubeArgs {
     pub context: Option<String>,
     /// `--server`.
     pub server: Option<String>,
+    /// `--as`: the user to impersonate.
+    pub as_user: Option<String>,
+    /// `--as-uid`: the uid to impersonate.
+    pub as_uid: Option<String>,
+    /// `--as-group`, repeatable: the groups to impersonate.
+    pub as_groups: Vec<String>,
     /// `--qps` (0 = off).
     pub qps: Option<f32>,
     /// `--burst`.
@@ -229,6 +239,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             }
             Long("context") if sub != "version" => kube.context = Some(value(&mut parser)?),
             Long("server") if sub != "version" => kube.server = Some(value(&mut parser)?),
+            Long("as") if sub != "version" => kube.as_user = Some(value(&mut parser)?),
+            Long("as-uid") if sub != "version" => kube.as_uid = Some(value(&mut parser)?),
+            Long("as-group") if sub != "version" => kube.as_groups.push(value(&mut parser)?),
             Long("qps") if sub != "version" => {
                 let v = value(&mut parser)?;
                 let q: f32 = v

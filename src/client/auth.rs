@@ -28,6 +28,8 @@ enum Source {
     /// A fixed header value (bearer token or basic auth).
     Fixed(String),
     TokenFile(TokenFile),
+    /// The file's token while readable, else the fixed one.
+    TokenFileOr(TokenFile, String),
     Exec(Arc<ExecPlugin>),
 }
 
@@ -40,6 +42,10 @@ impl Authenticator {
             AuthConfig::TokenFile(path) => {
                 Source::TokenFile(TokenFile::new(path.clone(), Arc::new(Instant::now)))
             }
+            AuthConfig::TokenFileOr { path, token } => Source::TokenFileOr(
+                TokenFile::new(path.clone(), Arc::new(Instant::now)),
+                format!("Bearer {}", token.trim()),
+            ),
             AuthConfig::Basic { username, password } => Source::Fixed(format!(
                 "Basic {}",
                 base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
@@ -60,6 +66,10 @@ impl Authenticator {
             Source::None => None,
             Source::Fixed(h) => Some(h.clone()),
             Source::TokenFile(f) => Some(format!("Bearer {}", f.token()?)),
+            Source::TokenFileOr(f, fixed) => Some(match f.token() {
+                Ok(t) => format!("Bearer {t}"),
+                Err(_) => fixed.clone(),
+            }),
             Source::Exec(p) => p.token(until, cancelled)?.map(|t| format!("Bearer {t}")),
         })
     }
@@ -68,7 +78,7 @@ impl Authenticator {
     pub(crate) fn invalidate(&self) -> bool {
         match &self.source {
             Source::None | Source::Fixed(_) => false,
-            Source::TokenFile(f) => f.invalidate(),
+            Source::TokenFile(f) | Source::TokenFileOr(f, _) => f.invalidate(),
             Source::Exec(p) => p.invalidate(),
         }
     }

@@ -13,6 +13,8 @@ pub struct Config {
     pub tls: TlsConfig,
     /// Credentials sent with every request.
     pub auth: AuthConfig,
+    /// Act as another user (`Impersonate-*` headers on every request).
+    pub impersonate: Impersonation,
     /// Client-side rate limit in requests per second; `0` disables it.
     pub qps: f32,
     /// Requests allowed in a burst above `qps`.
@@ -56,6 +58,14 @@ pub enum AuthConfig {
     Token(String),
     /// A bearer token re-read from a file (service-account tokens rotate).
     TokenFile(PathBuf),
+    /// kubeconfig `token` and `tokenFile` together: the file's token while it can be read
+    /// (it may rotate), else `token` (client-go's precedence).
+    TokenFileOr {
+        /// The file read first.
+        path: PathBuf,
+        /// Sent when the file cannot be read or is empty.
+        token: String,
+    },
     /// HTTP basic auth.
     Basic {
         /// User name.
@@ -84,6 +94,149 @@ pub struct ExecConfig {
     pub provide_cluster_info: bool,
     /// `Never`, `IfAvailable` or `Always`; required by v1, defaults to `IfAvailable` in v1beta1.
     pub interactive_mode: Option<String>,
+    /// With `provide_cluster_info`: the server as the kubeconfig writes it (sent verbatim).
+    pub cluster_server: Option<String>,
+    /// With `provide_cluster_info`: the cluster's `client.authentication.k8s.io/exec`
+    /// extension, as JSON text (sent as `spec.cluster.config`).
+    pub cluster_config: Option<String>,
+}
+
+/// Whom to act as: kubeconfig `as`, `as-uid`, `as-groups`, `as-user-extra`, or `--as`,
+/// `--as-uid`, `--as-group`. Empty: act as oneself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Impersonation {
+    /// `Impersonate-User`.
+    pub user: Option<String>,
+    /// `Impersonate-Uid`.
+    pub uid: Option<String>,
+    /// One `Impersonate-Group` each.
+    pub groups: Vec<String>,
+    /// `Impersonate-Extra-KEY: VALUE` for each key and each of its values.
+    pub extra: Vec<(String, Vec<String>)>,
+}
+
+impl Impersonation {
+    /// Whether any header is to be sent.
+    pub fn is_empty(&self) -> bool {
+        self.user.is_none() && self.uid.is_none() && self.groups.is_empty() && self.extra.is_empty()
+    }
+
+    /// The headers, as client-go's impersonating round tripper writes them (extra keys
+    /// percent-escaped where a header name cannot carry the character).
+    pub fn headers(&self) -> Vec<(String, String)> {
+        let mut h = Vec::new();
+        if self.is_empty() {
+            return h;
+        }
+        h.push((
+            "Impersonate-User".to_string(),
+            self.user.clone().unwrap_or_default(),
+        ));
+        if let Some(uid) = &self.uid {
+            h.push(("Impersonate-Uid".to_string(), uid.clone()));
+        }
+        for g in &self.groups {
+            h.push(("Impersonate-Group".to_string(), g.clone()));
+        }
+        for (k, values) in &self.extra {
+            for v in values {
+                h.push((
+                    format!("Impersonate-Extra-{}", header_key_escape(k)),
+                    v.clone(),
+                ));
+            }
+        }
+        h
+    }
+}
+
+/// client-go's `headerKeyEscape`: bytes that are not HTTP token characters (and `%`) become `%XX`.
+fn header_key_escape(key: &str) -> String {
+    let mut out = String::new();
+    for b in key.bytes() {
+        let legal = b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b);
+        if legal {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `url` with any `user:password@` replaced by `REDACTED@`, for messages.
+pub fn redact_url(url: &str) -> String {
+    match split_userinfo(url) {
+        Some((scheme, _, rest)) => format!("{scheme}://{REDACTED}@{rest}"),
+        None => url.to_string(),
+    }
+}
+
+/// `scheme`, userinfo and the rest of `url` when its authority has a userinfo part.
+fn split_userinfo(url: &str) -> Option<(&str, &str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (userinfo, _) = rest[..end].rsplit_once('@')?;
+    Some((scheme, userinfo, &rest[userinfo.len() + 1..]))
+}
+
+/// Percent-decoding of URL userinfo (`%40` is `@`); a bad escape is kept as written.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Config {
+    /// Brings `server` to the form every other part relies on, as Go's URL parser and HTTP
+    /// client do: a lower-case scheme (`HTTPS://` works in kubectl), and userinfo
+    /// (`https://user:pw@host`) taken out of the URL, so it reaches no message, and turned
+    /// into basic auth when no other credential is set.
+    pub fn normalize_server(&mut self) {
+        if let Some((scheme, rest)) = self.server.split_once("://") {
+            if scheme.bytes().any(|c| c.is_ascii_uppercase()) {
+                self.server = format!("{}://{rest}", scheme.to_ascii_lowercase());
+            }
+        }
+        let Some((scheme, userinfo, rest)) = split_userinfo(&self.server) else {
+            return;
+        };
+        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+        let (user, password) = (percent_decode(user), percent_decode(password));
+        let server = format!("{scheme}://{rest}");
+        self.server = server;
+        if matches!(self.auth, AuthConfig::None) && !user.is_empty() {
+            self.auth = AuthConfig::Basic {
+                username: user,
+                password,
+            };
+        }
+    }
+
+    /// Whether the server is reached over TLS (credentials are sent only then).
+    pub fn is_tls(&self) -> bool {
+        self.server.starts_with("https://")
+    }
+
+    /// Whether any credential (token, password, client certificate, exec plugin) is set.
+    pub fn has_credentials(&self) -> bool {
+        !matches!(self.auth, AuthConfig::None)
+            || self.tls.client_cert_pem.is_some()
+            || self.tls.client_key_pem.is_some()
+    }
 }
 
 /// Default client-side limits for a server without API Priority and Fairness:
@@ -103,6 +256,7 @@ impl Config {
             server: server.trim_end_matches('/').to_string(),
             tls: TlsConfig::default(),
             auth: AuthConfig::None,
+            impersonate: Impersonation::default(),
             qps: DEFAULT_QPS,
             burst: DEFAULT_BURST,
             detect_flow_control: true,
@@ -124,9 +278,10 @@ fn redact<T>(v: &Option<T>) -> Option<&'static str> {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
-            .field("server", &self.server)
+            .field("server", &redact_url(&self.server))
             .field("tls", &self.tls)
             .field("auth", &self.auth)
+            .field("impersonate", &self.impersonate)
             .field("qps", &self.qps)
             .field("burst", &self.burst)
             .field("detect_flow_control", &self.detect_flow_control)
@@ -159,6 +314,11 @@ impl fmt::Debug for AuthConfig {
             AuthConfig::None => f.write_str("None"),
             AuthConfig::Token(_) => f.debug_tuple("Token").field(&REDACTED).finish(),
             AuthConfig::TokenFile(p) => f.debug_tuple("TokenFile").field(p).finish(),
+            AuthConfig::TokenFileOr { path, .. } => f
+                .debug_struct("TokenFileOr")
+                .field("path", path)
+                .field("token", &REDACTED)
+                .finish(),
             AuthConfig::Basic { username, .. } => f
                 .debug_struct("Basic")
                 .field("username", username)
@@ -180,6 +340,7 @@ impl fmt::Debug for ExecConfig {
             .field("api_version", &self.api_version)
             .field("provide_cluster_info", &self.provide_cluster_info)
             .field("interactive_mode", &self.interactive_mode)
+            .field("cluster_config", &self.cluster_config.is_some())
             .finish()
     }
 }

@@ -18,7 +18,8 @@ mod typed_api;
 mod watch;
 
 pub use config::{
-    AuthConfig, Config, ExecConfig, TlsConfig, DEFAULT_BURST, DEFAULT_EXEC_TIMEOUT, DEFAULT_QPS,
+    redact_url, AuthConfig, Config, ExecConfig, Impersonation, TlsConfig, DEFAULT_BURST,
+    DEFAULT_EXEC_TIMEOUT, DEFAULT_QPS,
 };
 pub use error::{ApiError, Error, MAX_RETRY_AFTER};
 pub use infer::{ConfigError, ConnectOptions, InferEnv, SERVICE_ACCOUNT_DIR};

@@ -184,6 +184,11 @@ pub(crate) fn too_large(message: impl Into<String>) -> ApiErr {
     plain(413, "RequestEntityTooLarge", message)
 }
 
+/// 403 Forbidden.
+pub(crate) fn forbidden(message: impl Into<String>) -> ApiErr {
+    plain(403, "Forbidden", message)
+}
+
 /// 401 Unauthorized.
 pub(crate) fn unauthorized() -> ApiErr {
     plain(401, "Unauthorized", "Unauthorized")

@@ -62,6 +62,7 @@
 //! kube-apiserver/crd-groups` (JSON body `{"group", "version"}`).
 
 mod admin;
+mod authz;
 mod discovery;
 mod errors;
 mod event_validation;
@@ -89,7 +90,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 pub use faults::{Faults, DEFAULT_RETRY_AFTER};
@@ -125,6 +126,7 @@ pub struct Builder {
     client_ca: Option<Vec<u8>>,
     token: Option<String>,
     users: HashMap<String, String>,
+    impersonators: Vec<String>,
     history: usize,
     bookmark_interval: Duration,
     log_capacity: usize,
@@ -141,6 +143,7 @@ impl Default for Builder {
             client_ca: None,
             token: None,
             users: HashMap::new(),
+            impersonators: Vec::new(),
             history: DEFAULT_HISTORY,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             log_capacity: DEFAULT_LOG_CAPACITY,
@@ -184,6 +187,13 @@ impl Builder {
     /// [`token`](Self::token). With any token set, requests without a known one get 401.
     pub fn user(mut self, token: impl Into<String>, name: impl Into<String>) -> Self {
         self.users.insert(token.into(), name.into());
+        self
+    }
+
+    /// Let user `name` impersonate (kube-apiserver's `impersonate` verb on users, groups,
+    /// uids and extras); repeatable. Others sending `Impersonate-*` headers get 403.
+    pub fn impersonator(mut self, name: impl Into<String>) -> Self {
+        self.impersonators.push(name.into());
         self
     }
 
@@ -265,6 +275,7 @@ impl Builder {
                 .then(|| kas::KubeApiserver::new(&self.crd_groups)),
         );
         shared.flow_control = self.flow_control;
+        shared.impersonators = RwLock::new(self.impersonators.into_iter().collect());
         let shared = Arc::new(shared);
         if let Err(e) = kas::KubeApiserver::start(&shared) {
             shared.store.shutdown();

@@ -27,6 +27,8 @@ pub(crate) struct Shared {
     /// Bearer tokens accepted and the user each authenticates as (kube-apiserver's static
     /// token file); empty: no authentication.
     pub(crate) users: RwLock<HashMap<String, String>>,
+    /// Users that may impersonate others (see `authz`).
+    pub(crate) impersonators: RwLock<std::collections::HashSet<String>>,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) addr: SocketAddr,
     pub(crate) bookmark_interval: Duration,
@@ -78,6 +80,7 @@ impl Shared {
             faults: Faults::default(),
             log,
             users: RwLock::new(users),
+            impersonators: RwLock::new(Default::default()),
             tls,
             addr,
             bookmark_interval,
@@ -317,6 +320,8 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         field_manager: req.query("fieldManager").map(str::to_string),
         uid_precondition: None,
         user: None,
+        groups: Vec::new(),
+        impersonated_by: None,
     };
     rec.uid_precondition = rec
         .body
@@ -324,21 +329,21 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         .and_then(|b| b.pointer("/preconditions/uid"))
         .and_then(Value::as_str)
         .map(str::to_string);
-    let authorized = {
-        let users = shared.users.read();
-        rec.user = req
-            .header("authorization")
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .and_then(|t| users.get(t.trim()))
-            .cloned();
-        users.is_empty() || rec.user.is_some()
+    let denied = match super::authz::identify(shared, req) {
+        Ok(id) => {
+            rec.user = id.user;
+            rec.groups = id.groups;
+            rec.impersonated_by = id.impersonated_by;
+            None
+        }
+        Err(e) => Some(e),
     };
     let result: Result<Response, ApiErr> = match route {
         Route::Public(v) => {
             rec.verb = "discovery".into();
             Ok(rest::object(200, &v))
         }
-        _ if !authorized => Err(errors::unauthorized()),
+        _ if denied.is_some() => Err(denied.clone().unwrap_or_else(errors::unauthorized)),
         Route::Discovery(doc) => {
             rec.verb = "discovery".into();
             match (req.method.as_str(), doc) {
