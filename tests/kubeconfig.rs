@@ -496,3 +496,170 @@ fn bad_kubeconfigs_name_the_file_and_the_problem() {
         "context \"ghost\" not found",
     );
 }
+
+/// A pod's environment with a service-account mount under `dir`.
+fn pod_env(dir: &Path) -> InferEnv {
+    let sa = dir.join("sa");
+    write(&sa.join("token"), "sa-token\n");
+    write(&sa.join("ca.crt"), &ca_pem());
+    InferEnv {
+        service_host: Some("10.96.0.1".into()),
+        service_port: Some("443".into()),
+        service_account_dir: sa,
+        ..InferEnv::default()
+    }
+}
+
+#[test]
+fn in_cluster_fallback_when_the_kubeconfig_chooses_no_context() {
+    let dir = temp_dir("fallback");
+    let pod = pod_env(&dir);
+    // KUBECONFIG naming an empty file.
+    let empty = write(&dir.join("empty"), "");
+    let env = InferEnv {
+        kubeconfig: Some(empty.clone().into_os_string()),
+        ..pod.clone()
+    };
+    assert_eq!(infer(&ConnectOptions::default(), &env).origin, "in-cluster");
+    // ~/.kube/config with entries but no current-context.
+    write(
+        &dir.join("home/.kube/config"),
+        SECOND.replace("current-context", "#").as_str(),
+    );
+    let env = InferEnv {
+        home: Some(dir.join("home")),
+        ..pod.clone()
+    };
+    assert_eq!(infer(&ConnectOptions::default(), &env).origin, "in-cluster");
+    // An explicit --kubeconfig that is empty: the same (client-go's deferred loading).
+    let opts = ConnectOptions {
+        kubeconfig: Some(empty.clone()),
+        ..Default::default()
+    };
+    assert_eq!(infer(&opts, &pod).origin, "in-cluster");
+    // --as applies in the cluster too (ignoring it would widen the identity).
+    let opts = ConnectOptions {
+        impersonate: autoregister::client::Impersonation {
+            user: Some("someone".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    assert_eq!(
+        infer(&opts, &pod).impersonate.user.as_deref(),
+        Some("someone")
+    );
+    // A --context that does not exist is an error, not a fallback.
+    let opts = ConnectOptions {
+        kubeconfig: Some(empty.clone()),
+        context: Some("ghost".into()),
+        ..Default::default()
+    };
+    assert!(infer_err(&opts, &pod).to_string().contains("ghost"));
+    // --server with no context: that server, not the pod's.
+    let opts = ConnectOptions {
+        kubeconfig: Some(empty.clone()),
+        server: Some("https://elsewhere:6443".into()),
+        ..Default::default()
+    };
+    assert_eq!(infer(&opts, &pod).server, "https://elsewhere:6443");
+    // Outside a pod an empty kubeconfig says what is missing.
+    let e = infer_err(&ConnectOptions::default(), &env_with(&dir, &[&empty]));
+    assert!(e.to_string().contains("no current-context"), "{e}");
+}
+
+#[test]
+fn empty_kubeconfig_flag_means_not_given() {
+    let dir = temp_dir("emptyflag");
+    let second = write(&dir.join("second"), SECOND);
+    let opts = ConnectOptions {
+        kubeconfig: Some(PathBuf::new()),
+        ..Default::default()
+    };
+    assert_eq!(
+        infer(&opts, &env_with(&dir, &[&second])).server,
+        "https://only-second.example"
+    );
+}
+
+#[test]
+fn credentials_precedence_and_tls_only_as_client_go() {
+    let dir = temp_dir("precedence");
+    let plugin = "    exec: {apiVersion: client.authentication.k8s.io/v1, command: p, interactiveMode: Never}\n";
+    let kc = |server: &str, user: &str| {
+        let path = write(
+            &dir.join("config"),
+            &format!(
+                "clusters:\n- name: c\n  cluster:\n    server: {server}\n    tls-server-name: api.internal\n\
+                 users:\n- name: u\n  user:\n{user}contexts:\n- {{name: x, context: {{cluster: c, user: u}}}}\n\
+                 current-context: x\n"
+            ),
+        );
+        ConnectOptions {
+            kubeconfig: Some(path),
+            ..Default::default()
+        }
+    };
+    let env = empty_env(&dir);
+    let tf = write(&dir.join("token"), "from-file\n");
+    let c = infer(
+        &kc(
+            "https://c",
+            &format!("    token: t\n    tokenFile: {}\n", tf.display()),
+        ),
+        &env,
+    );
+    assert!(
+        matches!(&c.auth, AuthConfig::TokenFileOr { path, token } if path == &tf && token == "t")
+    );
+    // A token, a password or a client certificate: the exec plugin is not used.
+    for user in [
+        format!("    token: t\n{plugin}"),
+        format!("    username: u\n    password: p\n{plugin}"),
+        format!(
+            "    client-certificate-data: {}\n    client-key-data: a2V5\n{plugin}",
+            {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD.encode(ca_pem())
+            }
+        ),
+    ] {
+        let c = infer(&kc("https://c", &user), &env);
+        assert!(!matches!(c.auth, AuthConfig::Exec(_)), "{user}");
+    }
+    assert!(matches!(
+        infer(&kc("https://c", plugin), &env).auth,
+        AuthConfig::Exec(_)
+    ));
+    // Toward http:// nothing is loaded at all.
+    let c = infer(&kc("http://c", "    token: t\n"), &env);
+    assert!(matches!(c.auth, AuthConfig::None));
+    // --server clears tls-server-name; upper-case schemes and URL userinfo are normalised.
+    let mut opts = kc("https://c", "    {}\n");
+    assert_eq!(
+        infer(&opts, &env).tls.server_name.as_deref(),
+        Some("api.internal")
+    );
+    opts.server = Some("HTTPS://someone:pw%40x@other:6443".into());
+    let c = infer(&opts, &env);
+    assert_eq!(c.tls.server_name, None);
+    assert_eq!(c.server, "https://other:6443");
+    assert!(matches!(&c.auth, AuthConfig::Basic { username, password }
+        if username == "someone" && password == "pw@x"));
+    assert!(!format!("{c:?}").contains("pw@x"));
+}
+
+#[test]
+fn bom_and_yaml_1_1_booleans_are_read_as_kubectl_reads_them() {
+    let dir = temp_dir("bom");
+    let path = write(
+        &dir.join("config"),
+        "\u{feff}clusters:\n- {name: c, cluster: {server: https://c, insecure-skip-tls-verify: yes}}\n\
+         contexts:\n- {name: x, context: {cluster: c}}\ncurrent-context: x\n",
+    );
+    let opts = ConnectOptions {
+        kubeconfig: Some(path),
+        ..Default::default()
+    };
+    assert!(infer(&opts, &empty_env(&dir)).tls.insecure_skip_verify);
+}

@@ -350,6 +350,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn url_userinfo_becomes_basic_auth_and_is_redacted() {
+        assert_eq!(
+            redact_url("https://u:pw@h:6443/p?q"),
+            "https://<redacted>@h:6443/p?q"
+        );
+        assert_eq!(redact_url("https://h:6443/a@b"), "https://h:6443/a@b");
+        let mut c = Config::new("HTTPS://us%65r:p%40ss:w@h:6443");
+        c.normalize_server();
+        assert_eq!(c.server, "https://h:6443");
+        assert!(matches!(&c.auth, AuthConfig::Basic { username, password }
+            if username == "user" && password == "p@ss:w"));
+        // A credential already set wins (Go's client adds URL basic auth only without one).
+        let mut c = Config::new("https://u:pw@h");
+        c.auth = AuthConfig::Token("t".into());
+        c.normalize_server();
+        assert!(matches!(c.auth, AuthConfig::Token(_)));
+        assert!(!format!("{c:?}").contains("pw"));
+    }
+
+    #[test]
+    fn impersonation_headers_as_client_go_writes_them() {
+        let i = Impersonation {
+            user: Some("jane".into()),
+            uid: Some("42".into()),
+            groups: vec!["a".into(), "b".into()],
+            extra: vec![("reason/why it".into(), vec!["x".into(), "y".into()])],
+        };
+        let h: Vec<(String, String)> = i.headers();
+        let pairs: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            pairs,
+            [
+                ("Impersonate-User", "jane"),
+                ("Impersonate-Uid", "42"),
+                ("Impersonate-Group", "a"),
+                ("Impersonate-Group", "b"),
+                ("Impersonate-Extra-reason%2Fwhy%20it", "x"),
+                ("Impersonate-Extra-reason%2Fwhy%20it", "y"),
+            ]
+        );
+        assert!(Impersonation::default().headers().is_empty());
+    }
+
+    #[test]
     fn debug_redacts_secrets() {
         let mut c = Config::new("https://x");
         c.auth = AuthConfig::Token("sekrit-token".into());

@@ -505,6 +505,16 @@ fn apply_user(
         ));
     }
     if !https {
+        // client-go loads no credential for a plain-HTTP server; say so rather than fail later
+        // with a puzzling 401.
+        if cert.is_some() || token.is_some() || basic || v.token_file.is_some() || v.exec.is_some()
+        {
+            log::warn!(
+                "{what}: credentials were not sent: the server {} is not TLS (http://), and \
+                 credentials go only over TLS",
+                config.server
+            );
+        }
         return Ok(());
     }
     let has_cert = cert.is_some();
@@ -526,7 +536,8 @@ fn apply_user(
             Some(e) if !has_cert && !basic => {
                 AuthConfig::Exec(exec_config(e, cluster).map_err(err)?)
             }
-            _ => AuthConfig::None,
+            // Basic auth from the server URL's userinfo, if any.
+            _ => std::mem::take(&mut config.auth),
         },
     };
     Ok(())

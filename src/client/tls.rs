@@ -255,3 +255,39 @@ impl ServerCertVerifier for AcceptAnyServer {
         self.algorithms.supported_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert_pem() -> String {
+        let key = rcgen::KeyPair::generate().unwrap();
+        rcgen::CertificateParams::new(vec!["ca".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap()
+            .pem()
+    }
+
+    #[test]
+    fn damaged_blocks_in_a_ca_bundle_are_skipped_as_go_does() {
+        let good = cert_pem();
+        let bad = "-----BEGIN CERTIFICATE-----\nMIIBnotacert==\n-----END CERTIFICATE-----\n";
+        let cut = "-----BEGIN CERTIFICATE-----\nMIIBkTCB+wIJ\n";
+        let bundle = format!("{bad}{cut}{good}junk\n{good}");
+        let (certs, skipped) = pem_roots(bundle.as_bytes());
+        assert_eq!((certs.len(), skipped), (2, 2));
+        assert_eq!(pem_roots(bad.as_bytes()).0.len(), 0);
+        assert_eq!(pem_roots(b"no pem here"), (Vec::new(), 0));
+    }
+
+    #[test]
+    fn short_rsa_keys_are_measured_for_the_message() {
+        let pem = include_str!("../../tests/support/rsa1024.key");
+        let key = PrivateKeyDer::from_pem_slice(pem.as_bytes()).unwrap();
+        assert_eq!(rsa_modulus_bits(&key), Some(1024));
+        let ec = rcgen::KeyPair::generate().unwrap().serialize_pem();
+        let key = PrivateKeyDer::from_pem_slice(ec.as_bytes()).unwrap();
+        assert_eq!(rsa_modulus_bits(&key), None);
+    }
+}
