@@ -973,7 +973,11 @@ fn request_log_records_verbs_names_and_codes() {
 
 #[test]
 fn bearer_token_is_required_when_set() {
-    let s = TestServer::builder().tls(true).token("sekret").start().unwrap();
+    let s = TestServer::builder()
+        .tls(true)
+        .token("sekret")
+        .start()
+        .unwrap();
     let mut cfg = s.client_config();
     cfg.auth = autoregister::client::AuthConfig::None;
     let anon: Api<APIService> = Api::all(Client::new(cfg.clone()).unwrap());
