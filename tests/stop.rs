@@ -375,11 +375,15 @@ fn exec_kubeconfig(dir: &Path, server: &TestServer) -> (PathBuf, PathBuf) {
     std::fs::write(
         &kc,
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n\
-             users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    \
+             certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
              \x20     command: {}\n      interactiveMode: Never\n\
              contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n",
             server.url(),
+            {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD.encode(server.ca_pem().unwrap())
+            },
             plugin.display()
         ),
     )
@@ -444,7 +448,8 @@ fn a_plugin_that_never_answers_bounds_plan_timeout_and_is_killed() {
     if !have_proc() {
         return;
     }
-    let server = TestServer::start();
+    // TLS: exec plugins run only for TLS servers (credentials go only over TLS).
+    let server = TestServer::builder().tls(true).start().unwrap();
     let s = Scratch::new("exec-plan");
     let (kc, pidfile) = exec_kubeconfig(&s.0, &server);
     many(&s, 1);
@@ -474,7 +479,8 @@ fn a_plugin_that_never_answers_bounds_once_timeout_and_is_killed() {
     if !have_proc() {
         return;
     }
-    let server = TestServer::start();
+    // TLS: exec plugins run only for TLS servers (credentials go only over TLS).
+    let server = TestServer::builder().tls(true).start().unwrap();
     let s = Scratch::new("exec-once");
     let (kc, pidfile) = exec_kubeconfig(&s.0, &server);
     many(&s, 1);
@@ -496,7 +502,8 @@ fn a_plugin_that_never_answers_is_logged_and_killed_on_sigterm() {
     if !have_proc() {
         return;
     }
-    let server = TestServer::start();
+    // TLS: exec plugins run only for TLS servers (credentials go only over TLS).
+    let server = TestServer::builder().tls(true).start().unwrap();
     let s = Scratch::new("exec-sigterm");
     let (kc, pidfile) = exec_kubeconfig(&s.0, &server);
     many(&s, 1);
