@@ -20,5 +20,10 @@ pub fn client(kube: &KubeArgs) -> Result<Client, Failure> {
     // An explicit limit wins over what the server says about flow control.
     config.detect_flow_control = kube.qps.is_none() && kube.burst.is_none();
     log::info!("connecting to {} ({})", config.server, config.origin);
-    Client::new(config).map_err(|e| Failure::usage([format!("cannot build the client: {e}")]))
+    let client = Client::new(config)
+        .map_err(|e| Failure::usage([format!("cannot build the client: {e}")]))?;
+    if let Some(proxy) = client.proxy() {
+        log::info!("using proxy {proxy}");
+    }
+    Ok(client)
 }

@@ -51,6 +51,7 @@ struct Cluster {
     certificate_authority_data: Option<String>,
     insecure_skip_tls_verify: Option<bool>,
     tls_server_name: Option<String>,
+    proxy_url: Option<String>,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -222,6 +223,7 @@ impl Kubeconfig {
             })?;
         let mut config = Config::new(server);
         config.tls = cluster_tls(cluster_name, cluster)?;
+        config.proxy_url = cluster_proxy(cluster_name, cluster)?;
         if let Some(user) = user {
             let user_name = ctx.value.user.as_deref().unwrap_or_default();
             apply_user(user_name, user, &mut config)?;
@@ -273,6 +275,18 @@ fn cluster_tls(name: &str, c: &Entry<Cluster>) -> Result<TlsConfig, ConfigError>
         tls.insecure_skip_verify = true;
     }
     Ok(tls)
+}
+
+/// The cluster's `proxy-url`, checked as client-go does (http, https or socks5).
+fn cluster_proxy(name: &str, c: &Entry<Cluster>) -> Result<Option<String>, ConfigError> {
+    let Some(url) = c.value.proxy_url.as_ref().filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
+    super::proxy::check_proxy_url(url).map_err(|m| {
+        // The URL may carry a password: the message names the cluster, not the URL.
+        ConfigError::in_file(&c.file, format!("cluster {name:?}: invalid proxy-url: {m}"))
+    })?;
+    Ok(Some(url.clone()))
 }
 
 fn apply_user(name: &str, u: &Entry<User>, config: &mut Config) -> Result<(), ConfigError> {
