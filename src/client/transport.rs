@@ -285,11 +285,13 @@ impl TlsConnector {
         );
         let tunnel: Option<Box<dyn UreqTransport>> = if socks {
             SocksConnector::default()
-                .connect(&via, None::<()>)?
+                .connect(&via, None::<()>)
+                .map_err(|e| at_proxy(e, proxy))?
                 .map(|t| Box::new(t) as Box<dyn UreqTransport>)
         } else {
             ConnectProxyConnector::default()
-                .connect(&via, None::<()>)?
+                .connect(&via, None::<()>)
+                .map_err(|e| at_proxy(e, proxy))?
                 .map(|t| Box::new(t) as Box<dyn UreqTransport>)
         };
         let tunnel = tunnel.ok_or(ureq::Error::ConnectionFailed)?;
@@ -318,6 +320,19 @@ impl TlsConnector {
             buffers: LazyBuffers::new(c.input_buffer_size(), c.output_buffer_size()),
             idle: self.idle,
         })
+    }
+}
+
+/// Says that a failure to reach the server was the proxy's (kind kept for classification).
+fn at_proxy(e: ureq::Error, proxy: &ureq::Proxy) -> ureq::Error {
+    let at = format!("proxy {}:{}", proxy.host(), proxy.port());
+    match e {
+        ureq::Error::Io(io) => ureq::Error::Io(io::Error::new(io.kind(), format!("{at}: {io}"))),
+        ureq::Error::HostNotFound => ureq::Error::Io(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{at}: host not found"),
+        )),
+        e => e,
     }
 }
 
