@@ -175,7 +175,7 @@ fn exempts(entry: &str, host: &str, port: &str, ip: Option<IpAddr>) -> bool {
         return ip.is_some_and(|ip| in_cidr(ip, net, bits));
     }
     let (mut phost, pport) = match split_host_port(entry) {
-        Some((h, _)) if h.is_empty() => return false,
+        Some(("", _)) => return false,
         Some((h, p)) => (h, p),
         None => (entry, ""),
     };

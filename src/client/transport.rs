@@ -255,9 +255,7 @@ impl TlsConnector {
         // The SOCKS connector opens its own socket: our cancellers must be able to close it.
         let cancel = self.cancel.clone();
         let agent_register = details.register_shutdown.clone();
-        let register_shutdown: Arc<
-            dyn Fn(Weak<dyn ShutdownHandle>) -> Result<(), ureq::Error> + Send + Sync,
-        > = Arc::new(move |handle: Weak<dyn ShutdownHandle>| {
+        let register_shutdown: Arc<RegisterShutdown> = Arc::new(move |handle| {
             agent_register(handle.clone())?;
             for c in &cancel {
                 c.register(handle.clone())?;
@@ -558,6 +556,9 @@ impl TunnelIo {
         }
     }
 }
+
+/// What [`ConnectionDetails::register_shutdown`] holds.
+type RegisterShutdown = dyn Fn(Weak<dyn ShutdownHandle>) -> Result<(), ureq::Error> + Send + Sync;
 
 /// One connection to the API server through a proxy tunnel, plain or TLS.
 struct Tunneled {
