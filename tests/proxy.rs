@@ -13,12 +13,17 @@
 mod binary;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/scripted.rs"]
+mod scripted;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use autoregister::api::APIService;
+use autoregister::client::{Api, Canceller, Client, Config, Error, WatchParams};
 use autoregister::testserver::TestServer;
 use base64::Engine as _;
 use binary::{manifest, stored, wait_until, Proc, Scratch, PROXY_VARS, WAIT};
@@ -508,4 +513,76 @@ fn an_http_server_is_reached_through_a_connect_tunnel() {
     assert!(proxy.tunnels() >= 1);
     let target = format!("CONNECT {NAME}:{} HTTP/1.1", server.addr().port());
     assert!(proxy.heads().iter().all(|h| h.starts_with(&target)));
+}
+
+/// An API for a server that answers every watch with its head and then silence, reached
+/// only through a `kind` proxy (its name is one only the proxy resolves).
+fn silent_watches_through(kind: Kind) -> (scripted::Server, TestProxy, Api<APIService>) {
+    let streams = Arc::new(Mutex::new(Vec::new()));
+    let server = scripted::Server::with_handler(move |_| {
+        let (handle, answer) = scripted::Answer::stream();
+        // Kept open, never written: the connection goes quiet.
+        streams.lock().unwrap().push(handle);
+        answer
+    });
+    let name = "watch.proxy-test.invalid";
+    let proxy = TestProxy::start(kind, None, &[(name, server.addr())]);
+    let mut config = Config::new(format!("http://{name}:{}", server.addr().port()));
+    config.proxy_url = Some(proxy.url());
+    let api = Api::<APIService>::all(Client::new(config).unwrap());
+    (server, proxy, api)
+}
+
+#[test]
+fn a_silent_watch_through_a_proxy_fails_as_a_dead_connection() {
+    for kind in [Kind::Connect, Kind::Socks5] {
+        let (_server, proxy, api) = silent_watches_through(kind);
+        let idle = Duration::from_millis(300);
+        let params = WatchParams {
+            timeout_seconds: 300,
+            idle_timeout: Some(idle),
+            ..WatchParams::default()
+        };
+        let started = Instant::now();
+        let mut stream = api.watch(&params, &Canceller::new()).unwrap();
+        let first = stream.next();
+        let took = started.elapsed();
+        match first {
+            Some(Err(Error::Timeout(m))) => assert!(m.contains("presumed dead"), "{kind:?}: {m}"),
+            other => panic!("{kind:?}: expected an idle timeout, got {other:?}"),
+        }
+        assert!(took >= idle, "{kind:?}: cut after {took:?}");
+        assert!(
+            took < Duration::from_secs(10),
+            "{kind:?}: noticed after {took:?}"
+        );
+        assert_eq!(proxy.tunnels(), 1, "{kind:?}");
+    }
+}
+
+#[test]
+fn cancel_closes_a_watch_through_a_proxy_at_once() {
+    for kind in [Kind::Connect, Kind::Socks5] {
+        let (_server, proxy, api) = silent_watches_through(kind);
+        let params = WatchParams {
+            timeout_seconds: 300,
+            ..WatchParams::default()
+        };
+        let cancel = Canceller::new();
+        let mut stream = api.watch(&params, &cancel).unwrap();
+        assert_eq!(proxy.open_tunnels(), 1, "{kind:?}");
+        let c = cancel.clone();
+        let reader = std::thread::spawn(move || stream.next().map(|r| r.map(|_| ())));
+        let asked = Instant::now();
+        c.cancel();
+        let r = reader.join().unwrap();
+        assert!(matches!(r, Some(Err(Error::Cancelled))), "{kind:?}: {r:?}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(1),
+            "{kind:?}: {:?}",
+            asked.elapsed()
+        );
+        // The socket to the proxy was closed, so the tunnel ends.
+        assert!(wait_until(|| proxy.open_tunnels() == 0), "{kind:?}");
+    }
 }

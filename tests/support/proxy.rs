@@ -34,7 +34,7 @@ pub struct TestProxy {
 struct State {
     /// Tunnels opened to a target.
     tunnels: AtomicUsize,
-    /// Tunnels currently open.
+    /// Tunnels whose client has not finished sending (closed its socket) yet.
     open: AtomicUsize,
     /// What each client sent before its tunnel: the CONNECT head, or `SOCKS5 user:pw host:port`.
     heads: Mutex<Vec<String>>,
@@ -105,7 +105,7 @@ impl TestProxy {
         self.state.tunnels.load(Ordering::SeqCst)
     }
 
-    /// Tunnels open now.
+    /// Tunnels whose client still holds them open (has not closed or shut down its socket).
     pub fn open_tunnels(&self) -> usize {
         self.state.open.load(Ordering::SeqCst)
     }
@@ -145,7 +145,7 @@ fn read_head(conn: &mut TcpStream) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&head).into_owned())
 }
 
-fn serve_connect(state: &State, mut conn: TcpStream) -> std::io::Result<()> {
+fn serve_connect(state: &Arc<State>, mut conn: TcpStream) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
     let head = read_head(&mut conn)?;
     state.heads.lock().unwrap().push(head.clone());
@@ -188,7 +188,7 @@ fn serve_connect(state: &State, mut conn: TcpStream) -> std::io::Result<()> {
     pipe(state, conn, upstream)
 }
 
-fn serve_socks5(state: &State, mut conn: TcpStream) -> std::io::Result<()> {
+fn serve_socks5(state: &Arc<State>, mut conn: TcpStream) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut hdr = [0u8; 2];
     conn.read_exact(&mut hdr)?;
@@ -266,19 +266,21 @@ fn serve_socks5(state: &State, mut conn: TcpStream) -> std::io::Result<()> {
 }
 
 /// Copies both ways until each side has finished sending.
-fn pipe(state: &State, client: TcpStream, upstream: TcpStream) -> std::io::Result<()> {
+fn pipe(state: &Arc<State>, client: TcpStream, upstream: TcpStream) -> std::io::Result<()> {
     state.tunnels.fetch_add(1, Ordering::SeqCst);
     state.open.fetch_add(1, Ordering::SeqCst);
     client.set_read_timeout(None)?;
     let (mut c_read, mut u_write) = (client.try_clone()?, upstream.try_clone()?);
+    let s = state.clone();
     let up = std::thread::spawn(move || {
         let _ = std::io::copy(&mut c_read, &mut u_write);
-        let _ = u_write.shutdown(Shutdown::Write);
+        s.open.fetch_sub(1, Ordering::SeqCst);
+        // The server may keep streaming to a client that is gone: end both directions.
+        let _ = u_write.shutdown(Shutdown::Both);
     });
     let (mut u_read, mut c_write) = (upstream, client);
     let _ = std::io::copy(&mut u_read, &mut c_write);
     let _ = c_write.shutdown(Shutdown::Write);
     let _ = up.join();
-    state.open.fetch_sub(1, Ordering::SeqCst);
     Ok(())
 }
