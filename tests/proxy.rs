@@ -45,11 +45,24 @@ fn tls_server() -> TestServer {
 /// A kubeconfig for `server` at `url` (the certificate is checked for `localhost`, which it
 /// names, whatever the URL's host), with `cluster_extra` lines in the cluster (indented 4).
 fn kubeconfig(server: &TestServer, url: &str, cluster_extra: &str) -> String {
+    kubeconfig_trusting(server, url, cluster_extra, "")
+}
+
+/// [`kubeconfig`] whose `certificate-authority-data` also holds `more_ca` (PEM).
+fn kubeconfig_trusting(
+    server: &TestServer,
+    url: &str,
+    cluster_extra: &str,
+    more_ca: &str,
+) -> String {
     let ca = match server.ca_pem() {
-        Some(ca) => format!(
-            "    certificate-authority-data: {}\n    tls-server-name: localhost\n",
-            base64::engine::general_purpose::STANDARD.encode(ca)
-        ),
+        Some(mut ca) => {
+            ca.extend_from_slice(more_ca.as_bytes());
+            format!(
+                "    certificate-authority-data: {}\n    tls-server-name: localhost\n",
+                base64::engine::general_purpose::STANDARD.encode(ca)
+            )
+        }
         None => String::new(),
     };
     let user = match server.token() {
@@ -492,6 +505,37 @@ fn socks5_proxy_url_with_credentials() {
     assert_not_logged(&log, "proxy password", password);
     assert_not_logged(&log, "proxy user", user);
     kubectl_agrees(&s, &[], true, &proxy, true);
+}
+
+#[test]
+fn an_https_proxy_is_checked_with_the_cluster_tls_settings() {
+    // As Go: the TLS to an https proxy uses the cluster's CA bundle and tls-server-name.
+    let server = tls_server();
+    let proxy = TestProxy::start(Kind::HttpsConnect, None, &[(NAME, server.addr())]);
+    let proxy_ca = proxy.ca_pem().unwrap().to_string();
+    let line = format!("    proxy-url: {}\n", proxy.url());
+    assert!(line.contains("https://127.0.0.1:"), "{line}");
+
+    let s = scratch(
+        "https-proxy-trusted",
+        &kubeconfig_trusting(&server, &named_url(&server), &line, &proxy_ca),
+    );
+    let (code, log) = once(&s, &[], "20s");
+    assert_eq!(code, 0, "{log}");
+    assert!(proxy.tunnels() >= 1);
+    kubectl_agrees(&s, &[], true, &proxy, true);
+
+    // The proxy's CA not in the bundle: refused before any tunnel.
+    let before = proxy.tunnels();
+    let s = scratch(
+        "https-proxy-untrusted",
+        &kubeconfig(&server, &named_url(&server), &line),
+    );
+    let (code, log) = once(&s, &[], "2s");
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("UnknownIssuer"), "{log}");
+    assert_eq!(proxy.tunnels(), before);
+    kubectl_agrees(&s, &[], false, &proxy, false);
 }
 
 #[test]

@@ -20,6 +20,9 @@ use std::time::Duration;
 pub enum Kind {
     /// HTTP `CONNECT host:port`.
     Connect,
+    /// HTTP `CONNECT` inside TLS (an `https://` proxy), with a certificate for `localhost`
+    /// and 127.0.0.1 from a CA of its own ([`TestProxy::ca_pem`]).
+    HttpsConnect,
     /// SOCKS5 (RFC 1928), no authentication or user/password (RFC 1929).
     Socks5,
 }
@@ -29,6 +32,7 @@ pub struct TestProxy {
     addr: SocketAddr,
     kind: Kind,
     state: Arc<State>,
+    ca_pem: Option<String>,
 }
 
 struct State {
@@ -62,6 +66,13 @@ impl TestProxy {
                 .collect(),
             stop: AtomicBool::new(false),
         });
+        let (tls, ca_pem) = match kind {
+            Kind::HttpsConnect => {
+                let (config, ca) = tls_config();
+                (Some(config), Some(ca))
+            }
+            _ => (None, None),
+        };
         let s = state.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
@@ -69,16 +80,22 @@ impl TestProxy {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let s = s.clone();
+                let (s, tls) = (s.clone(), tls.clone());
                 std::thread::spawn(move || {
-                    let _ = match kind {
-                        Kind::Connect => serve_connect(&s, conn),
-                        Kind::Socks5 => serve_socks5(&s, conn),
+                    let _ = match (kind, tls) {
+                        (Kind::HttpsConnect, Some(tls)) => serve_tls_connect(&s, tls, conn),
+                        (Kind::Socks5, _) => serve_socks5(&s, conn),
+                        _ => serve_connect(&s, conn),
                     };
                 });
             }
         });
-        TestProxy { addr, kind, state }
+        TestProxy {
+            addr,
+            kind,
+            state,
+            ca_pem,
+        }
     }
 
     /// `http://127.0.0.1:PORT` or `socks5://127.0.0.1:PORT`.
@@ -90,9 +107,15 @@ impl TestProxy {
     pub fn url_with(&self, userinfo: &str) -> String {
         let scheme = match self.kind {
             Kind::Connect => "http",
+            Kind::HttpsConnect => "https",
             Kind::Socks5 => "socks5",
         };
         format!("{scheme}://{userinfo}{}", self.addr)
+    }
+
+    /// The CA (PEM) of an `https://` proxy's certificate.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
     }
 
     /// The listening address.
@@ -133,7 +156,7 @@ fn resolve(state: &State, host: &str, port: u16) -> Option<SocketAddr> {
 }
 
 /// Reads up to the blank line ending an HTTP head, a byte at a time (nothing past it).
-fn read_head(conn: &mut TcpStream) -> std::io::Result<String> {
+fn read_head(conn: &mut impl Read) -> std::io::Result<String> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -147,13 +170,69 @@ fn read_head(conn: &mut TcpStream) -> std::io::Result<String> {
 
 fn serve_connect(state: &Arc<State>, mut conn: TcpStream) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let head = read_head(&mut conn)?;
+    match open_tunnel(state, &mut conn)? {
+        Some(upstream) => pipe(state, conn, upstream),
+        None => Ok(()),
+    }
+}
+
+fn serve_tls_connect(
+    state: &Arc<State>,
+    tls: Arc<rustls::ServerConfig>,
+    conn: TcpStream,
+) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let session = rustls::ServerConnection::new(tls).map_err(std::io::Error::other)?;
+    let mut conn = rustls::StreamOwned::new(session, conn);
+    let Some(mut upstream) = open_tunnel(state, &mut conn)? else {
+        conn.flush()?;
+        return Ok(());
+    };
+    state.tunnels.fetch_add(1, Ordering::SeqCst);
+    state.open.fetch_add(1, Ordering::SeqCst);
+    // One thread pumps both ways, polling each side briefly (a TLS stream cannot be split).
+    let poll = Some(Duration::from_millis(10));
+    conn.sock.set_read_timeout(poll)?;
+    upstream.set_read_timeout(poll)?;
+    let mut buf = vec![0u8; 16 * 1024];
+    let quiet = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )
+    };
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => upstream.write_all(&buf[..n])?,
+            Err(e) if quiet(&e) => {}
+            Err(_) => break,
+        }
+        match upstream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => conn.write_all(&buf[..n]).and_then(|()| conn.flush())?,
+            Err(e) if quiet(&e) => {}
+            Err(_) => break,
+        }
+    }
+    state.open.fetch_sub(1, Ordering::SeqCst);
+    let _ = upstream.shutdown(Shutdown::Both);
+    Ok(())
+}
+
+/// Reads a CONNECT head from `conn` and answers it; the connection to the target when the
+/// tunnel is open.
+fn open_tunnel(
+    state: &Arc<State>,
+    conn: &mut (impl Read + Write),
+) -> std::io::Result<Option<TcpStream>> {
+    let head = read_head(conn)?;
     state.heads.lock().unwrap().push(head.clone());
     let mut lines = head.split("\r\n");
     let request: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
     if request.len() != 3 || request[0] != "CONNECT" {
         conn.write_all(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")?;
-        return Ok(());
+        return Ok(None);
     }
     if let Some(auth) = &state.auth {
         use base64::Engine as _;
@@ -172,7 +251,7 @@ fn serve_connect(state: &Arc<State>, mut conn: TcpStream) -> std::io::Result<()>
                 b"HTTP/1.1 407 Proxy Authentication Required\r\n\
                   Proxy-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\n\r\n",
             )?;
-            return Ok(());
+            return Ok(None);
         }
     }
     let target = request[1];
@@ -182,10 +261,11 @@ fn serve_connect(state: &Arc<State>, mut conn: TcpStream) -> std::io::Result<()>
     });
     let Some(upstream) = upstream else {
         conn.write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")?;
-        return Ok(());
+        return Ok(None);
     };
     conn.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")?;
-    pipe(state, conn, upstream)
+    conn.flush()?;
+    Ok(Some(upstream))
 }
 
 fn serve_socks5(state: &Arc<State>, mut conn: TcpStream) -> std::io::Result<()> {
@@ -283,4 +363,28 @@ fn pipe(state: &Arc<State>, client: TcpStream, upstream: TcpStream) -> std::io::
     let _ = c_write.shutdown(Shutdown::Write);
     let _ = up.join();
     Ok(())
+}
+
+/// A TLS server config with a certificate for `localhost` and 127.0.0.1 from a fresh CA,
+/// and that CA as PEM.
+fn tls_config() -> (Arc<rustls::ServerConfig>, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = p.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let p = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        )
+        .unwrap();
+    (Arc::new(config), ca.pem())
 }
