@@ -256,6 +256,14 @@ fn watches_go_through_the_proxy_and_stay_cancellable() {
         p.log()
     );
     let first = binary::uid(&server, OBJECT);
+    // The watch is open (a delete before it would be missed: the empty list's
+    // resourceVersion, 0, starts a watch at the present).
+    let watching = || {
+        server.requests().iter().any(|r| {
+            r.verb == "watch" && r.resource.as_deref() == Some("apiservices") && r.code == 200
+        })
+    };
+    assert!(wait_until(watching), "{}", p.log());
     // Another writer deletes it: only the watch, which can reach the server through the
     // proxy alone, tells the controller, which creates it again.
     server.delete_object("apiservices", None, OBJECT);
