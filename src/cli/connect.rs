@@ -35,5 +35,10 @@ pub fn client(kube: &KubeArgs) -> Result<Client, Failure> {
     if let Some(user) = &config.impersonate.user {
         log::info!("acting as user {user:?} (impersonation)");
     }
-    Client::new(config).map_err(|e| Failure::usage([format!("cannot build the client: {e}")]))
+    let client = Client::new(config)
+        .map_err(|e| Failure::usage([format!("cannot build the client: {e}")]))?;
+    if let Some(proxy) = client.proxy() {
+        log::info!("using proxy {proxy}");
+    }
+    Ok(client)
 }

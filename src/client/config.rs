@@ -31,6 +31,9 @@ pub struct Config {
     pub exec_timeout: Duration,
     /// Where this configuration came from, for messages (e.g. `kubeconfig /root/.kube/config, context kind`).
     pub origin: String,
+    /// The proxy for every connection (kubeconfig `proxy-url`: http, https or socks5, with
+    /// optional `user:password@`); `None` reads `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` as client-go.
+    pub proxy_url: Option<String>,
 }
 
 /// TLS settings for the connection to the API server.
@@ -264,6 +267,7 @@ impl Config {
             connect_timeout: Duration::from_secs(10),
             exec_timeout: DEFAULT_EXEC_TIMEOUT,
             origin: "explicit server".to_string(),
+            proxy_url: None,
         }
     }
 }
@@ -289,6 +293,7 @@ impl fmt::Debug for Config {
             .field("connect_timeout", &self.connect_timeout)
             .field("exec_timeout", &self.exec_timeout)
             .field("origin", &self.origin)
+            .field("proxy_url", &self.proxy_url.as_ref().map(|_| REDACTED))
             .finish()
     }
 }

@@ -53,6 +53,7 @@ struct Cluster {
     insecure_skip_tls_verify: Option<bool>,
     tls_server_name: Option<String>,
     extensions: Option<Vec<NamedExtension>>,
+    proxy_url: Option<String>,
 }
 
 /// A cluster's `extensions` entry; `client.authentication.k8s.io/exec` is given to exec plugins.
@@ -279,6 +280,7 @@ impl Kubeconfig {
         config.normalize_server();
         let tls = config.is_tls();
         config.tls = cluster_tls(cluster_name, cluster, tls)?;
+        config.proxy_url = cluster_proxy(cluster_name, cluster)?;
         // As client-go: `--server` clears the kubeconfig's tls-server-name (it named the old host).
         if server.is_some() {
             config.tls.server_name = None;
@@ -431,6 +433,18 @@ fn cluster_tls(name: &str, c: &Entry<Cluster>, https: bool) -> Result<TlsConfig,
         tls.insecure_skip_verify = true;
     }
     Ok(tls)
+}
+
+/// The cluster's `proxy-url`, checked as client-go does (http, https or socks5).
+fn cluster_proxy(name: &str, c: &Entry<Cluster>) -> Result<Option<String>, ConfigError> {
+    let Some(url) = c.value.proxy_url.as_ref().filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
+    super::proxy::check_proxy_url(url).map_err(|m| {
+        // The URL may carry a password: the message names the cluster, not the URL.
+        ConfigError::in_file(&c.file, format!("cluster {name:?}: invalid proxy-url: {m}"))
+    })?;
+    Ok(Some(url.clone()))
 }
 
 /// The user's credentials, with client-go's validation and precedence: a readable

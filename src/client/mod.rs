@@ -9,6 +9,7 @@ mod incluster;
 mod infer;
 mod kubeconfig;
 mod metrics;
+mod proxy;
 mod ratelimit;
 mod resolver;
 mod rest;

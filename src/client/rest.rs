@@ -136,6 +136,12 @@ impl Client {
         })
     }
 
+    /// The proxy requests go through and where it was configured, e.g.
+    /// `http://proxy:3128 (from HTTPS_PROXY)` (never its credentials); `None` when direct.
+    pub fn proxy(&self) -> Option<&str> {
+        self.inner.transport.proxy()
+    }
+
     /// This client with `gate` asked right before every write is put on the wire (after
     /// the rate limiter and the credential, which may have waited): when it refuses, the
     /// write is not sent and fails with [`Error::Cancelled`]. Leader election uses it so a
