@@ -248,7 +248,8 @@ fn once(
             }
             Err(pending) if !pending.is_empty() && pending.iter().all(|p| p.blocked) => {
                 error!(
-                    "not converged: {} APIServices are not ours to write:",
+                    "not converged: {} APIServices will not converge by waiting (not ours to \
+                     write, or refused by the server):",
                     pending.len()
                 );
                 for p in pending.iter().take(SUMMARY_NAMES) {
@@ -257,7 +258,7 @@ fn once(
                 if pending.len() > SUMMARY_NAMES {
                     error!("  and {} more", pending.len() - SUMMARY_NAMES);
                 }
-                // The NotOwned / EmptySetRefused Events say the same on the objects.
+                // The NotOwned / EmptySetRefused / Rejected Events say the same on the objects.
                 controller.events().flush(EVENT_FLUSH);
                 return End::Blocked;
             }

@@ -120,9 +120,12 @@ impl<K: Resource> Api<K> {
         self.field_manager.as_deref()
     }
 
+    /// A write's query: our field manager, and strict field validation, so a field the
+    /// server does not know is refused rather than silently dropped or stored.
     fn with_manager(&self, path: String) -> String {
         let mut q = Query::default();
         q.opt("fieldManager", self.field_manager.as_deref());
+        q.opt("fieldValidation", Some("Strict"));
         q.finish(path)
     }
 
