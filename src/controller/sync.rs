@@ -161,7 +161,10 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     if let (Some(fp), Some(r)) = (fingerprint, cx.state.rejection(name)) {
         let age = r.at.elapsed();
         if r.fingerprint == fp && age < REJECTED_RETRY {
-            debug!("{name} {cell}: not sent again, the server refused this write: {}", r.message);
+            debug!(
+                "{name} {cell}: not sent again, the server refused this write: {}",
+                r.message
+            );
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             cx.state
                 .record_outcome(name, Outcome::Rejected(r.message.clone()));
@@ -335,7 +338,9 @@ fn write_fingerprint(action: &Action, store: &Store<APIService>, name: &str) -> 
     let mut h = std::collections::hash_map::DefaultHasher::new();
     verb.hash(&mut h);
     serde_json::to_string(&obj.spec).ok()?.hash(&mut h);
-    serde_json::to_string(&obj.metadata.labels).ok()?.hash(&mut h);
+    serde_json::to_string(&obj.metadata.labels)
+        .ok()?
+        .hash(&mut h);
     let cached = store.get(name);
     cached
         .as_ref()

@@ -476,11 +476,19 @@ impl TestServer {
         let kind = known_kind(kind_plural);
         self.shared
             .store
-            .update(kind, namespace.unwrap_or(""), name, false, manager, false, |cur| {
-                let mut new = cur.clone();
-                edit(&mut new);
-                Ok(new)
-            })
+            .update(
+                kind,
+                namespace.unwrap_or(""),
+                name,
+                false,
+                manager,
+                false,
+                |cur| {
+                    let mut new = cur.clone();
+                    edit(&mut new);
+                    Ok(new)
+                },
+            )
             .map(|o| (*o).clone())
             .map_err(|e| e.status)
     }
@@ -496,7 +504,13 @@ impl TestServer {
         let kind = kinds::by_plural(kind_plural)?;
         self.shared
             .store
-            .delete(kind, namespace.unwrap_or(""), name, &Default::default(), false)
+            .delete(
+                kind,
+                namespace.unwrap_or(""),
+                name,
+                &Default::default(),
+                false,
+            )
             .ok()
             .map(|o| (*o).clone())
     }
