@@ -7,6 +7,7 @@ use log::{debug, info, warn};
 
 use super::decision::{
     decide, Action, Cell, Current, Decision, Facts, Ownership, ONSTART_CREATED_AFTER_START,
+    ONSTART_ENTRY_SYNCED, ONSTART_OBJECT_SYNCED,
 };
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
@@ -187,7 +188,12 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     }
     let (verb, reason, result) = match decision.action {
         Action::None => {
-            left_alone(cx.report, name, &decision, &why);
+            let manifest_differs = || {
+                let desired = cx.state.desired(name);
+                let cached = cx.store.get(name);
+                matches!((desired, cached), (Some(d), Some(c)) if c.spec != d.object.spec)
+            };
+            left_alone(cx.report, name, &decision, &why, manifest_differs);
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             cx.state.record_outcome(name, Outcome::Synced);
             return Ok(());
@@ -351,9 +357,22 @@ fn write_fingerprint(action: &Action, store: &Store<APIService>, name: &str) -> 
 
 /// Logs a "left alone" decision: once at INFO where a user would wonder why nothing
 /// happened (an onstart object deleted or created after start), else at debug.
-fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &Why) {
+fn left_alone(
+    report: &Reporters,
+    name: &str,
+    decision: &Decision,
+    why: &Why,
+    manifest_differs: impl Fn() -> bool,
+) {
     let cell = decision.cell;
     let surprising = match (cell.row(), cell.column()) {
+        // 5x/6B by the once rule, with a manifest that no longer matches the object: the
+        // user edited an onstart manifest and expects it applied.
+        (5 | 6, _) if is_once_rule(decision.reason) && manifest_differs() => Some(
+            "its manifest changed after this process synced it, and an onstart APIService is \
+             written only once per process (upstream's rule): the change is applied at the next \
+             start; label it \"true\" to sync it continuously",
+        ),
         // 2B after the first sync: upstream never recreates an onstart object.
         (2, 'B') => {
             Some("an onstart object deleted after its first sync is not recreated until restart")
@@ -372,6 +391,14 @@ fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &Why) {
         }
         _ => debug!("{name} {cell}: nothing to do ({why})"),
     }
+}
+
+/// Whether `reason` is the decision's "onstart, already synced" rule.
+fn is_once_rule(reason: &str) -> bool {
+    matches!(
+        reason,
+        ONSTART_ENTRY_SYNCED | ONSTART_OBJECT_SYNCED
+    )
 }
 
 /// Why a decision was taken: the cell's meaning and the rule, formatted only when logged
