@@ -395,10 +395,7 @@ fn left_alone(
 
 /// Whether `reason` is the decision's "onstart, already synced" rule.
 fn is_once_rule(reason: &str) -> bool {
-    matches!(
-        reason,
-        ONSTART_ENTRY_SYNCED | ONSTART_OBJECT_SYNCED
-    )
+    matches!(reason, ONSTART_ENTRY_SYNCED | ONSTART_OBJECT_SYNCED)
 }
 
 /// Why a decision was taken: the cell's meaning and the rule, formatted only when logged
