@@ -156,7 +156,8 @@ fn create_posts_the_object_to_the_collection() {
 
     let r = only_request(&server);
     assert_eq!(r.method, "POST");
-    assert_eq!(r.target, COLLECTION);
+    // Strict field validation: an unknown field is refused, never silently dropped.
+    assert_eq!(r.target, format!("{COLLECTION}?fieldValidation=Strict"));
     assert_common_headers(&r);
     assert_json_body_headers(&r);
     assert_eq!(r.json(), serde_json::to_value(&obj).unwrap());
@@ -174,7 +175,10 @@ fn update_puts_to_the_object_path_with_its_resource_version() {
 
     let r = only_request(&server);
     assert_eq!(r.method, "PUT");
-    assert_eq!(r.target, format!("{COLLECTION}/v1.example.com"));
+    assert_eq!(
+        r.target,
+        format!("{COLLECTION}/v1.example.com?fieldValidation=Strict")
+    );
     assert_common_headers(&r);
     assert_json_body_headers(&r);
     let body = r.json();

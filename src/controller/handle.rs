@@ -566,6 +566,13 @@ impl Inner {
                 Ok(()) => self.queue.forget(&name),
                 // Stopping: nothing to retry (the queue takes no more adds anyway).
                 Err(e) if e.is_cancelled() => {}
+                // Refused as invalid: the same write waits; a change requeues the name sooner.
+                Err(e) if e.rejected_retry().is_some() => {
+                    self.queue.forget(&name);
+                    if let Some(after) = e.rejected_retry() {
+                        self.queue.add_after(name.clone(), after);
+                    }
+                }
                 // The server's Retry-After (or a stale cache) floors the per-key backoff,
                 // never replaces it.
                 Err(e) => self

@@ -17,6 +17,20 @@ pub(crate) enum Outcome {
     Failed(String),
     /// A guard holds it (not ours, empty set): not retried until something changes.
     Blocked(String),
+    /// The server refused the spec as invalid (422): not sent again until the manifest or
+    /// the object changes (or the maximum backoff has passed).
+    Rejected(String),
+}
+
+/// A write the server refused as invalid, remembered so the same write is not sent again.
+#[derive(Clone, Debug)]
+pub(crate) struct Rejection {
+    /// What was sent and to which version of the object (see `sync::write_fingerprint`).
+    pub(crate) fingerprint: u64,
+    /// The server's answer.
+    pub(crate) message: String,
+    /// When it answered.
+    pub(crate) at: std::time::Instant,
 }
 
 /// The controller's bookkeeping, shared by registration calls and workers.
@@ -33,6 +47,8 @@ pub(crate) struct State {
     failures: Mutex<HashMap<String, String>>,
     /// Names a guard holds, with why; cleared by any other outcome.
     blocked: Mutex<HashMap<String, String>>,
+    /// The last write the server refused as invalid, per name; cleared on success.
+    rejected: Mutex<HashMap<String, Rejection>>,
     /// Notified after every sync outcome so waiters re-check convergence.
     progress: Condvar,
     progress_lock: Mutex<()>,
@@ -175,6 +191,12 @@ impl State {
                 }
                 self.failures.lock().remove(name);
                 self.blocked.lock().remove(name);
+                self.rejected.lock().remove(name);
+            }
+            Outcome::Rejected(why) => {
+                // Waiting does not help either: `--once` stops waiting for it, as for a guard.
+                self.blocked.lock().insert(name.to_string(), why.clone());
+                self.failures.lock().insert(name.to_string(), why);
             }
             Outcome::Failed(e) => {
                 self.failures.lock().insert(name.to_string(), e);
@@ -194,6 +216,16 @@ impl State {
     /// Whether a guard holds `name` (its last outcome was [`Outcome::Blocked`]).
     pub(crate) fn is_blocked(&self, name: &str) -> bool {
         self.blocked.lock().contains_key(name)
+    }
+
+    /// The last write the server refused for `name`, if it has not succeeded since.
+    pub(crate) fn rejection(&self, name: &str) -> Option<Rejection> {
+        self.rejected.lock().get(name).cloned()
+    }
+
+    /// Remembers that the server refused a write for `name`; returns the previous refusal.
+    pub(crate) fn record_rejection(&self, name: &str, r: Rejection) -> Option<Rejection> {
+        self.rejected.lock().insert(name.to_string(), r)
     }
 
     /// The last failure recorded for a name.

@@ -18,17 +18,21 @@ pub enum EventReason {
     /// Refused to delete managed APIServices because the desired set became empty
     /// (Warning, action `Delete`; `--allow-empty` permits it).
     EmptySetRefused,
+    /// The server refused a write as invalid (422); not sent again until the manifest or
+    /// the object changes (Warning, action `Write`).
+    Rejected,
 }
 
 impl EventReason {
     /// Every reason, for documentation and tests.
-    pub const ALL: [EventReason; 6] = [
+    pub const ALL: [EventReason; 7] = [
         EventReason::Registered,
         EventReason::Updated,
         EventReason::Deregistered,
         EventReason::Adopted,
         EventReason::NotOwned,
         EventReason::EmptySetRefused,
+        EventReason::Rejected,
     ];
 
     /// The Event's `reason`, CamelCase as Kubernetes writes them.
@@ -40,13 +44,16 @@ impl EventReason {
             EventReason::Adopted => "Adopted",
             EventReason::NotOwned => "NotOwned",
             EventReason::EmptySetRefused => "EmptySetRefused",
+            EventReason::Rejected => "Rejected",
         }
     }
 
     /// `Normal` for a write, `Warning` for a refusal an operator should look at.
     pub fn event_type(self) -> &'static str {
         match self {
-            EventReason::NotOwned | EventReason::EmptySetRefused => "Warning",
+            EventReason::NotOwned | EventReason::EmptySetRefused | EventReason::Rejected => {
+                "Warning"
+            }
             _ => "Normal",
         }
     }
@@ -59,6 +66,7 @@ impl EventReason {
             EventReason::Deregistered | EventReason::EmptySetRefused => "Delete",
             EventReason::Adopted => "Adopt",
             EventReason::NotOwned => "Skip",
+            EventReason::Rejected => "Write",
         }
     }
 }

@@ -19,10 +19,13 @@ mod error;
 mod fast_yaml;
 mod files;
 mod json_value;
+mod locate;
 mod object;
 mod parse;
 mod reload;
+mod schema;
 mod set;
+mod suggest;
 #[cfg(test)]
 mod testutil;
 
