@@ -4,6 +4,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use super::impersonation::Impersonation;
+use super::server_url::redact_url;
+
 /// Everything needed to build a [`Client`](super::Client).
 #[derive(Clone)]
 pub struct Config {
@@ -102,144 +105,6 @@ pub struct ExecConfig {
     /// With `provide_cluster_info`: the cluster's `client.authentication.k8s.io/exec`
     /// extension, as JSON text (sent as `spec.cluster.config`).
     pub cluster_config: Option<String>,
-}
-
-/// Whom to act as: kubeconfig `as`, `as-uid`, `as-groups`, `as-user-extra`, or `--as`,
-/// `--as-uid`, `--as-group`. Empty: act as oneself.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Impersonation {
-    /// `Impersonate-User`.
-    pub user: Option<String>,
-    /// `Impersonate-Uid`.
-    pub uid: Option<String>,
-    /// One `Impersonate-Group` each.
-    pub groups: Vec<String>,
-    /// `Impersonate-Extra-KEY: VALUE` for each key and each of its values.
-    pub extra: Vec<(String, Vec<String>)>,
-}
-
-impl Impersonation {
-    /// Whether any header is to be sent.
-    pub fn is_empty(&self) -> bool {
-        self.user.is_none() && self.uid.is_none() && self.groups.is_empty() && self.extra.is_empty()
-    }
-
-    /// The headers, as client-go's impersonating round tripper writes them (extra keys
-    /// percent-escaped where a header name cannot carry the character).
-    pub fn headers(&self) -> Vec<(String, String)> {
-        let mut h = Vec::new();
-        if self.is_empty() {
-            return h;
-        }
-        h.push((
-            "Impersonate-User".to_string(),
-            self.user.clone().unwrap_or_default(),
-        ));
-        if let Some(uid) = &self.uid {
-            h.push(("Impersonate-Uid".to_string(), uid.clone()));
-        }
-        for g in &self.groups {
-            h.push(("Impersonate-Group".to_string(), g.clone()));
-        }
-        for (k, values) in &self.extra {
-            for v in values {
-                h.push((
-                    format!("Impersonate-Extra-{}", header_key_escape(k)),
-                    v.clone(),
-                ));
-            }
-        }
-        h
-    }
-}
-
-/// client-go's `headerKeyEscape`: bytes that are not HTTP token characters (and `%`) become `%XX`.
-fn header_key_escape(key: &str) -> String {
-    let mut out = String::new();
-    for b in key.bytes() {
-        let legal = b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b);
-        if legal {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// `url` with any `user:password@` replaced by `REDACTED@`, for messages.
-pub fn redact_url(url: &str) -> String {
-    match split_userinfo(url) {
-        Some((scheme, _, rest)) => format!("{scheme}://{REDACTED}@{rest}"),
-        None => url.to_string(),
-    }
-}
-
-/// `scheme`, userinfo and the rest of `url` when its authority has a userinfo part.
-fn split_userinfo(url: &str) -> Option<(&str, &str, &str)> {
-    let (scheme, rest) = url.split_once("://")?;
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (userinfo, _) = rest[..end].rsplit_once('@')?;
-    Some((scheme, userinfo, &rest[userinfo.len() + 1..]))
-}
-
-/// Percent-decoding of URL userinfo (`%40` is `@`); a bad escape is kept as written.
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-impl Config {
-    /// Brings `server` to the form every other part relies on, as Go's URL parser and HTTP
-    /// client do: a lower-case scheme (`HTTPS://` works in kubectl), and userinfo
-    /// (`https://user:pw@host`) taken out of the URL, so it reaches no message, and turned
-    /// into basic auth when no other credential is set.
-    pub fn normalize_server(&mut self) {
-        if let Some((scheme, rest)) = self.server.split_once("://") {
-            if scheme.bytes().any(|c| c.is_ascii_uppercase()) {
-                self.server = format!("{}://{rest}", scheme.to_ascii_lowercase());
-            }
-        }
-        let Some((scheme, userinfo, rest)) = split_userinfo(&self.server) else {
-            return;
-        };
-        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-        let (user, password) = (percent_decode(user), percent_decode(password));
-        let server = format!("{scheme}://{rest}");
-        self.server = server;
-        if matches!(self.auth, AuthConfig::None) && !user.is_empty() {
-            self.auth = AuthConfig::Basic {
-                username: user,
-                password,
-            };
-        }
-    }
-
-    /// Whether the server is reached over TLS (credentials are sent only then).
-    pub fn is_tls(&self) -> bool {
-        self.server.starts_with("https://")
-    }
-
-    /// Whether any credential (token, password, client certificate, exec plugin) is set.
-    pub fn has_credentials(&self) -> bool {
-        !matches!(self.auth, AuthConfig::None)
-            || self.tls.client_cert_pem.is_some()
-            || self.tls.client_key_pem.is_some()
-    }
 }
 
 /// Default client-side limits for a server without API Priority and Fairness:
@@ -353,50 +218,6 @@ impl fmt::Debug for ExecConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn url_userinfo_becomes_basic_auth_and_is_redacted() {
-        assert_eq!(
-            redact_url("https://u:pw@h:6443/p?q"),
-            "https://<redacted>@h:6443/p?q"
-        );
-        assert_eq!(redact_url("https://h:6443/a@b"), "https://h:6443/a@b");
-        let mut c = Config::new("HTTPS://us%65r:p%40ss:w@h:6443");
-        c.normalize_server();
-        assert_eq!(c.server, "https://h:6443");
-        assert!(matches!(&c.auth, AuthConfig::Basic { username, password }
-            if username == "user" && password == "p@ss:w"));
-        // A credential already set wins (Go's client adds URL basic auth only without one).
-        let mut c = Config::new("https://u:pw@h");
-        c.auth = AuthConfig::Token("t".into());
-        c.normalize_server();
-        assert!(matches!(c.auth, AuthConfig::Token(_)));
-        assert!(!format!("{c:?}").contains("pw"));
-    }
-
-    #[test]
-    fn impersonation_headers_as_client_go_writes_them() {
-        let i = Impersonation {
-            user: Some("jane".into()),
-            uid: Some("42".into()),
-            groups: vec!["a".into(), "b".into()],
-            extra: vec![("reason/why it".into(), vec!["x".into(), "y".into()])],
-        };
-        let h: Vec<(String, String)> = i.headers();
-        let pairs: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        assert_eq!(
-            pairs,
-            [
-                ("Impersonate-User", "jane"),
-                ("Impersonate-Uid", "42"),
-                ("Impersonate-Group", "a"),
-                ("Impersonate-Group", "b"),
-                ("Impersonate-Extra-reason%2Fwhy%20it", "x"),
-                ("Impersonate-Extra-reason%2Fwhy%20it", "y"),
-            ]
-        );
-        assert!(Impersonation::default().headers().is_empty());
-    }
 
     #[test]
     fn debug_redacts_secrets() {

@@ -25,10 +25,19 @@ pub(crate) struct Identity {
 /// The group whose members kube-apiserver's default RBAC lets do everything.
 const MASTERS: &str = "system:masters";
 
+/// Why a request was turned away.
+#[derive(Debug)]
+pub(crate) enum Denied {
+    /// 401, 400, or 403 for impersonating without the permission: the answer itself.
+    Answer(ApiErr),
+    /// The impersonated user (named) may not act: a 403 whose message names what it asked.
+    NoRights(String),
+}
+
 /// Authenticates and, for impersonation, authorises `req`: 401 for an unknown token, 403
 /// for impersonation without the permission or as an identity with no rights, 400 for
 /// groups, uid or extra without a user.
-pub(crate) fn identify(shared: &Shared, req: &Request) -> Result<Identity, ApiErr> {
+pub(crate) fn identify(shared: &Shared, req: &Request) -> Result<Identity, Denied> {
     let users = shared.users.read();
     let requester = req
         .header("authorization")
@@ -36,7 +45,7 @@ pub(crate) fn identify(shared: &Shared, req: &Request) -> Result<Identity, ApiEr
         .and_then(|t| users.get(t.trim()))
         .cloned();
     if !users.is_empty() && requester.is_none() {
-        return Err(errors::unauthorized());
+        return Err(Denied::Answer(errors::unauthorized()));
     }
     let user = req.header("impersonate-user").map(str::to_string);
     let groups: Vec<String> = req
@@ -48,9 +57,9 @@ pub(crate) fn identify(shared: &Shared, req: &Request) -> Result<Identity, ApiEr
         || !groups.is_empty();
     let Some(user) = user else {
         if others {
-            return Err(errors::bad_request(
+            return Err(Denied::Answer(errors::bad_request(
                 "requested impersonation of a uid, groups or extra without impersonating a user",
-            ));
+            )));
         }
         return Ok(Identity {
             user: requester,
@@ -67,17 +76,14 @@ pub(crate) fn identify(shared: &Shared, req: &Request) -> Result<Identity, ApiEr
     }
     let requester = requester.unwrap_or_default();
     if !shared.impersonators.read().contains(&requester) {
-        return Err(errors::forbidden(format!(
+        return Err(Denied::Answer(errors::forbidden(format!(
             "users {user:?} is forbidden: User {requester:?} cannot impersonate resource \
              \"users\" in API group \"\" at the cluster scope"
-        )));
+        ))));
     }
     let known = users.values().any(|u| *u == user) || groups.iter().any(|g| g == MASTERS);
     if !known {
-        return Err(errors::forbidden(format!(
-            "User {user:?} cannot access this resource (the test server authorises its token \
-             users and {MASTERS})"
-        )));
+        return Err(Denied::NoRights(user));
     }
     Ok(Identity {
         user: Some(user),

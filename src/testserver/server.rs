@@ -269,6 +269,39 @@ fn route(shared: &Shared, path: &str) -> Route {
     }
 }
 
+/// kube-apiserver's RBAC refusal, naming what `user` asked for.
+fn no_rights(route: &Route, req: &Request, user: &str) -> String {
+    match route {
+        Route::Resource {
+            kind,
+            name,
+            namespace,
+            ..
+        } => {
+            let verb = verb_of(&req.method, name.is_some(), req.query_bool("watch"));
+            let what = if kind.group.is_empty() {
+                kind.plural.to_string()
+            } else {
+                format!("{}.{}", kind.plural, kind.group)
+            };
+            let name = name
+                .as_deref()
+                .map(|n| format!(" {n:?}"))
+                .unwrap_or_default();
+            let scope = match namespace {
+                Some(ns) => format!("in the namespace {ns:?}"),
+                None => "at the cluster scope".to_string(),
+            };
+            format!(
+                "{what}{name} is forbidden: User {user:?} cannot {verb} resource {:?} in API \
+                 group {:?} {scope}",
+                kind.plural, kind.group
+            )
+        }
+        _ => format!("forbidden: User {user:?} cannot get path {:?}", req.path),
+    }
+}
+
 fn verb_of(method: &str, has_name: bool, watch: bool) -> &'static str {
     match (method, has_name) {
         ("GET", true) => "get",
@@ -336,7 +369,10 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
             rec.impersonated_by = id.impersonated_by;
             None
         }
-        Err(e) => Some(e),
+        Err(super::authz::Denied::Answer(e)) => Some(e),
+        Err(super::authz::Denied::NoRights(user)) => {
+            Some(errors::forbidden(no_rights(&route, req, &user)))
+        }
     };
     let result: Result<Response, ApiErr> = match route {
         Route::Public(v) => {
