@@ -294,6 +294,7 @@ fn https_proxy_from_the_environment_upper_case_first() {
     let proxy = TestProxy::start(Kind::Connect, None, &[(NAME, server.addr())]);
     let s = scratch("https-proxy", &kubeconfig(&server, &named_url(&server), ""));
     let url = proxy.url();
+    let ftp = url.replace("http://", "ftp://");
     // Nothing listens on port 1 of loopback.
     let dead = "http://127.0.0.1:1";
 
@@ -305,6 +306,8 @@ fn https_proxy_from_the_environment_upper_case_first() {
             vec![("HTTPS_PROXY", url.as_str()), ("https_proxy", dead)],
             "HTTPS_PROXY",
         ),
+        // Go uses a proxy of another scheme (but https, socks5) as an http one.
+        (vec![("HTTPS_PROXY", ftp.as_str())], "HTTPS_PROXY"),
         // A name outside NO_PROXY is proxied.
         (
             vec![

@@ -88,18 +88,15 @@ pub(crate) fn route(
     if !use_proxy(host, port, &no_proxy) {
         return Ok(None);
     }
-    // Go reads "host:port" as "http://host:port".
-    let value = if value.contains("://") {
-        value
-    } else {
-        format!("http://{value}")
+    // Go reads "host:port" as "http://host:port", and a proxy of any scheme but https and
+    // socks5(h) as an http one (its transport only singles those out).
+    let value = match value.split_once("://") {
+        None => format!("http://{value}"),
+        Some((s, rest)) => match s.to_ascii_lowercase().as_str() {
+            "https" | "socks5" | "socks5h" => value,
+            _ => format!("http://{rest}"),
+        },
     };
-    let scheme = scheme(&value);
-    if !matches!(scheme.as_str(), "http" | "https" | "socks5" | "socks5h") {
-        return Err(Error::Config(format!(
-            "{name}: unsupported proxy scheme {scheme:?}, must be http, https, socks5 or socks5h"
-        )));
-    }
     let parsed = parse(&value).map_err(|m| Error::Config(format!("{name}: {m}")))?;
     Ok(Some(parsed.describe(name)))
 }
@@ -379,15 +376,28 @@ mod tests {
     }
 
     #[test]
-    fn an_unusable_environment_proxy_is_a_configuration_error_naming_the_variable() {
+    fn an_environment_proxy_of_another_scheme_is_an_http_proxy_as_in_go() {
+        assert_eq!(
+            chosen("https://10.0.0.1", None, &[("https_proxy", "ftp://p:21")]).as_deref(),
+            Some("http://p:21 (from https_proxy)")
+        );
+        assert_eq!(
+            chosen(
+                "https://10.0.0.1",
+                None,
+                &[("HTTPS_PROXY", "socks5h://p:1")]
+            )
+            .as_deref(),
+            Some("socks5h://p:1 (from HTTPS_PROXY)")
+        );
         let e = route(
             "https://10.0.0.1",
             None,
-            &env(&[("https_proxy", "ftp://p:21")]),
+            &env(&[("HTTPS_PROXY", "http://")]),
         )
         .err()
         .unwrap();
-        assert!(e.to_string().contains("https_proxy"), "{e}");
+        assert!(e.to_string().contains("HTTPS_PROXY"), "{e}");
     }
 
     #[test]
