@@ -99,7 +99,7 @@ fn build_agent(config: &Config, connector: TlsConnector, pooled: bool) -> ureq::
     let mut builder = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(config.connect_timeout))
-        .user_agent(super::USER_AGENT)
+        .user_agent(&config.user_agent)
         // Our connector speaks to the API server directly; a proxy from the environment
         // would make ureq resolve the proxy's address and send absolute-form requests.
         .proxy(None)

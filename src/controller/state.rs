@@ -27,6 +27,9 @@ pub(crate) struct State {
     /// Names this process has synced successfully at least once; a desired name shares
     /// its key's allocation (thousands of names, each otherwise copied once more).
     synced_once: Mutex<HashSet<Arc<str>>>,
+    /// Names removed from the desired set whose removal has not synced since: a waiter
+    /// waits for their deletion (or for the object to stop being ours) too.
+    removed: Mutex<HashSet<Arc<str>>>,
     /// Names in the cache when it first synced; `None` until then.
     at_start: RwLock<Option<HashSet<String>>>,
     /// Last failure per name, cleared on success (for `--once` reports).
@@ -41,12 +44,18 @@ pub(crate) struct State {
 impl State {
     /// Sets the desired entry for a name; returns the previous one.
     pub(crate) fn set_desired(&self, name: String, d: Desired) -> Option<Desired> {
+        self.removed.lock().remove(name.as_str());
         self.desired.write().insert(name.into(), d)
     }
 
-    /// Drops the desired entry for a name.
+    /// Drops the desired entry for a name; until its next successful sync, convergence
+    /// waits for it (a managed object left behind is deleted by that sync).
     pub(crate) fn remove_desired(&self, name: &str) -> Option<Desired> {
-        self.desired.write().remove(name)
+        let previous = self.desired.write().remove(name);
+        if previous.is_some() {
+            self.removed.lock().insert(name.into());
+        }
+        previous
     }
 
     /// The desired entry for a name.
@@ -101,17 +110,23 @@ impl State {
         let desired = self.desired.read();
         let at_start = self.at_start.read();
         let synced = self.synced_once.lock();
+        let removed = self.removed.lock();
         let left_over = at_start
             .iter()
             .flatten()
             .filter(|n| !desired.contains_key(n.as_str()) && managed(n))
             .map(String::as_str);
-        desired
+        let unsynced = desired
             .keys()
             .map(|k| &**k)
             .chain(left_over)
-            .filter(|n| !synced.contains(*n))
-            .any(visit)
+            .filter(|n| !synced.contains(*n));
+        // A removed name is pending while still ours, whether or not it synced before.
+        let removing = removed
+            .iter()
+            .map(|k| &**k)
+            .filter(|n| !desired.contains_key(*n) && managed(n));
+        unsynced.chain(removing).any(visit)
     }
 
     /// Up to `limit` names a `--once` run still waits for, sorted (see `scan_unsynced`).
@@ -122,6 +137,8 @@ impl State {
             names.len() >= limit
         });
         names.sort();
+        // A removed name present at start is visited twice.
+        names.dedup();
         names
     }
 
@@ -173,6 +190,7 @@ impl State {
                         .map_or_else(|| Arc::from(name), |(k, _)| k.clone());
                     self.synced_once.lock().insert(key);
                 }
+                self.removed.lock().remove(name);
                 self.failures.lock().remove(name);
                 self.blocked.lock().remove(name);
             }

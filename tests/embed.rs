@@ -1,0 +1,93 @@
+//! The embedding example, run as written against the test API server: it registers two
+//! APIServices under its own label key, deregisters one and shuts down, touching nothing
+//! the `autoregister` binary's key owns.
+#![cfg(feature = "testing")]
+
+#[allow(dead_code)]
+#[path = "../examples/embed.rs"]
+mod embed;
+
+use autoregister::api::DEFAULT_LABEL_KEY;
+use autoregister::testserver::TestServer;
+use serde_json::json;
+
+#[test]
+fn the_embed_example_registers_deregisters_and_leaves_other_keys_alone() {
+    let server = TestServer::start();
+    // An object the CLI's key owns: an embedder with its own key must never delete it.
+    server.seed(
+        "apiservices",
+        None,
+        json!({
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": "v1.cli.example.com", "labels": {DEFAULT_LABEL_KEY: "true"}},
+            "spec": {"group": "cli.example.com", "version": "v1",
+                     "groupPriorityMinimum": 1000, "versionPriority": 15},
+        }),
+    );
+    embed::run(server.url()).unwrap();
+
+    let writes: Vec<(String, String)> = server
+        .requests()
+        .into_iter()
+        .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "delete"))
+        .map(|r| (r.verb, r.name.unwrap_or_default()))
+        .collect();
+    for name in ["v1.embed.example.com", "v1beta1.embed.example.com"] {
+        assert!(
+            writes.contains(&("create".into(), name.into())),
+            "{name} created: {writes:?}"
+        );
+    }
+    assert!(
+        writes.contains(&("delete".into(), "v1.embed.example.com".into())),
+        "the removed name deleted: {writes:?}"
+    );
+    assert!(
+        writes.iter().all(|(_, n)| n != "v1.cli.example.com"),
+        "the CLI's object was written: {writes:?}"
+    );
+    let left: Vec<(String, String)> = server
+        .list_objects("apiservices", None)
+        .iter()
+        .map(|o| {
+            let name = o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let labels = &o["metadata"]["labels"];
+            (name, labels.to_string())
+        })
+        .collect();
+    assert_eq!(
+        left,
+        [
+            (
+                "v1.cli.example.com".to_string(),
+                json!({DEFAULT_LABEL_KEY: "true"}).to_string()
+            ),
+            // Synced on start: kept after removal, as upstream, labelled with the example's key only.
+            (
+                "v1beta1.embed.example.com".to_string(),
+                json!({"example.com/embed-example": "onstart"}).to_string()
+            ),
+        ]
+    );
+    // Writes are attributed to the embedding program in managedFields.
+    for r in server.requests() {
+        if matches!(r.verb.as_str(), "create" | "update") {
+            assert_eq!(r.field_manager.as_deref(), Some("embed-example"), "{r:?}");
+        }
+    }
+    // Every request named the embedding program, not the autoregister binary.
+    let agents: Vec<String> = server
+        .requests()
+        .into_iter()
+        .map(|r| r.user_agent.unwrap_or_default())
+        .collect();
+    assert!(
+        agents.iter().all(|a| a == "embed-example/0.1"),
+        "{agents:?}"
+    );
+}
