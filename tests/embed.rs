@@ -91,3 +91,32 @@ fn the_embed_example_registers_deregisters_and_leaves_other_keys_alone() {
         "{agents:?}"
     );
 }
+
+/// The README's library snippet is the crate docs' example, which rustdoc compiles.
+#[test]
+fn the_readme_library_snippet_is_the_compiled_crate_example() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let lib = std::fs::read_to_string(format!("{root}/src/lib.rs")).unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let doc: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let example = doc
+        .split("```no_run\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("a no_run example in the crate docs");
+    let section = readme
+        .split("## Use as a library")
+        .nth(1)
+        .expect("a library section in the README");
+    let snippet = section
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("a rust snippet in the library section");
+    assert_eq!(snippet, example);
+}
