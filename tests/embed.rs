@@ -1,11 +1,19 @@
 //! The embedding example, run as written against the test API server: it registers two
 //! APIServices under its own label key, deregisters one and shuts down, touching nothing
 //! the `autoregister` binary's key owns.
-#![cfg(feature = "testing")]
+#![cfg(all(feature = "testing", feature = "cli"))]
 
 #[allow(dead_code)]
 #[path = "../examples/embed.rs"]
 mod embed;
+
+#[allow(dead_code)]
+#[path = "../examples/apiserver.rs"]
+mod apiserver;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
 
 use autoregister::api::DEFAULT_LABEL_KEY;
 use autoregister::testserver::TestServer;
@@ -119,4 +127,60 @@ fn the_readme_library_snippet_is_the_compiled_crate_example() {
         .and_then(|rest| rest.split("\n```").next())
         .expect("a rust snippet in the library section");
     assert_eq!(snippet, example);
+}
+
+/// Polls `cond` every 20 ms until it holds or 10 s pass.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn the_apiserver_example_registers_itself_repairs_and_deregisters_on_stop() {
+    let server = TestServer::start();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = std::sync::mpsc::channel();
+    let config = server.client_config();
+    let example = std::thread::spawn(move || {
+        apiserver::run(config, listener, stopped).map_err(|e| e.to_string())
+    });
+    let registered = || {
+        server
+            .get_object("apiservices", None, apiserver::NAME)
+            .is_some()
+    };
+    wait_for("the registration", registered);
+    let discovery = http_get(addr, "/apis/widgets.example.com/v1alpha1");
+    assert!(discovery.starts_with("HTTP/1.1 200"), "{discovery}");
+    assert!(discovery.contains(r#""groupVersion":"widgets.example.com/v1alpha1""#));
+
+    // Deleted behind its back while it runs: registered again.
+    server.delete_object("apiservices", None, apiserver::NAME);
+    wait_for("the registration to come back", registered);
+
+    stop.send(()).unwrap();
+    example.join().unwrap().unwrap();
+    assert!(!registered(), "deregistered on stop");
+    let last_write = server
+        .requests()
+        .into_iter()
+        .rfind(|r| matches!(r.verb.as_str(), "create" | "update" | "delete"))
+        .unwrap();
+    assert_eq!(last_write.verb, "delete");
+    assert_eq!(
+        last_write.user_agent.as_deref(),
+        Some(concat!("widgets-apiserver/", env!("CARGO_PKG_VERSION")))
+    );
 }

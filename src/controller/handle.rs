@@ -146,6 +146,9 @@ struct Enqueue {
 
 impl EventHandler<APIService> for Enqueue {
     fn on_add(&self, obj: &Arc<APIService>) {
+        if let Some(inner) = self.inner.upgrade() {
+            inner.state.note_seen(obj.name());
+        }
         self.queue.add(obj.name().to_string());
     }
     fn on_update(&self, _old: &Arc<APIService>, new: &Arc<APIService>) {
@@ -163,6 +166,7 @@ impl EventHandler<APIService> for Enqueue {
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
+        inner.state.note_relisted();
         for name in inner
             .state
             .desired_names()

@@ -30,6 +30,9 @@ pub(crate) struct State {
     /// Names removed from the desired set whose removal has not synced since: a waiter
     /// waits for their deletion (or for the object to stop being ours) too.
     removed: Mutex<HashSet<Arc<str>>>,
+    /// Names this process created whose object the cache has not shown yet: until it
+    /// does, a sync after their removal sees nothing to delete.
+    unseen_creates: Mutex<HashSet<Arc<str>>>,
     /// Names in the cache when it first synced; `None` until then.
     at_start: RwLock<Option<HashSet<String>>>,
     /// Last failure per name, cleared on success (for `--once` reports).
@@ -56,6 +59,26 @@ impl State {
             self.removed.lock().insert(name.into());
         }
         previous
+    }
+
+    /// Notes a successful create of `name`, not yet shown by the cache.
+    pub(crate) fn note_created(&self, name: &str) {
+        self.unseen_creates.lock().insert(name.into());
+    }
+
+    /// Notes that the cache now shows `name` (a watch event or a relist).
+    pub(crate) fn note_seen(&self, name: &str) {
+        if self.unseen_creates.lock().remove(name) {
+            let _guard = self.progress_lock.lock();
+            self.progress.notify_all();
+        }
+    }
+
+    /// Forgets every unseen create: a relist made the cache whole, whatever it shows.
+    pub(crate) fn note_relisted(&self) {
+        self.unseen_creates.lock().clear();
+        let _guard = self.progress_lock.lock();
+        self.progress.notify_all();
     }
 
     /// The desired entry for a name.
@@ -111,6 +134,7 @@ impl State {
         let at_start = self.at_start.read();
         let synced = self.synced_once.lock();
         let removed = self.removed.lock();
+        let unseen = self.unseen_creates.lock();
         let left_over = at_start
             .iter()
             .flatten()
@@ -121,11 +145,12 @@ impl State {
             .map(|k| &**k)
             .chain(left_over)
             .filter(|n| !synced.contains(*n));
-        // A removed name is pending while still ours, whether or not it synced before.
+        // A removed name is pending while still ours, whether or not it synced before, or
+        // while our create of it has not reached the cache (nothing to delete there yet).
         let removing = removed
             .iter()
             .map(|k| &**k)
-            .filter(|n| !desired.contains_key(*n) && managed(n));
+            .filter(|n| !desired.contains_key(*n) && (managed(n) || unseen.contains(*n)));
         unsynced.chain(removing).any(visit)
     }
 
@@ -307,5 +332,34 @@ mod tests {
         assert!(s.unsynced(managed, 1).is_empty());
         assert!(!s.any_unsynced(managed, |_| true));
         assert_eq!(s.failure("m"), None, "success clears the last failure");
+    }
+
+    #[test]
+    fn a_removed_name_waits_for_its_deletion_and_for_the_cache_to_show_our_create() {
+        let s = State::default();
+        s.record_at_start(HashSet::new());
+        s.set_desired("a".into(), desired("a"));
+        s.record_outcome("a", Outcome::Synced);
+        s.note_created("a");
+        s.remove_desired("a");
+        assert_eq!(
+            s.unsynced(|_| false, 10),
+            ["a"],
+            "our create is not in the cache yet: nothing there to delete"
+        );
+        s.note_seen("a");
+        assert_eq!(s.unsynced(|_| true, 10), ["a"], "still ours in the cache");
+        assert!(s.unsynced(|_| false, 10).is_empty(), "gone from the cache");
+        s.note_created("a");
+        s.note_relisted();
+        assert!(
+            s.unsynced(|_| false, 10).is_empty(),
+            "a relist shows the whole truth"
+        );
+        s.set_desired("a".into(), desired("a"));
+        assert!(
+            s.unsynced(|_| true, 10).is_empty(),
+            "desired again and synced before: nothing pending"
+        );
     }
 }
