@@ -19,6 +19,9 @@ use autoregister::testserver::TestServer;
 use binary::{wait_until, wait_until_for, Proc, Scratch, WAIT};
 use serde_json::json;
 
+/// The ownership label these tests own (the CLI's default).
+const LABEL: &str = autoregister::api::DEFAULT_LABEL_KEY;
+
 /// The promise under test: exit within 2 s of SIGTERM.
 const STOP_BOUND: Duration = Duration::from_secs(2);
 
@@ -623,7 +626,7 @@ fn healthz_is_answered_while_100_idle_connections_stall() {
 fn duration_max_at_the_library_api_returns_without_panicking() {
     let server = TestServer::start();
     let client = Client::new(server.client_config()).unwrap();
-    let c = Controller::new(client.clone(), ControllerOptions::default());
+    let c = Controller::new(client.clone(), ControllerOptions::new(LABEL));
     c.add_api_service_to_sync(APIService::new(
         "v1.max.example.com",
         APIServiceSpec {

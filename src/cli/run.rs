@@ -79,19 +79,14 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     let client = connect::client(&args.kube)?;
     // One identity for the Lease and the Events' reportingInstance.
     let identity = default_identity();
-    let controller = Controller::new(
-        client,
-        ControllerOptions {
-            workers: args.workers,
-            resync: args.resync,
-            relist: args.relist,
-            label_key: o.label_key.clone(),
-            adopt: o.adopt,
-            allow_empty: o.allow_empty,
-            events_instance: args.events.then(|| identity.clone()),
-            ..ControllerOptions::default()
-        },
-    );
+    let mut options = ControllerOptions::new(o.label_key.clone());
+    options.workers = args.workers;
+    options.resync = args.resync;
+    options.relist = args.relist;
+    options.adopt = o.adopt;
+    options.allow_empty = o.allow_empty;
+    options.events_instance = args.events.then(|| identity.clone());
+    let controller = Controller::new(client, options);
     let leader_metrics = args
         .leader_elect
         .then(|| LeaderMetrics::new(args.lease_name.clone()));

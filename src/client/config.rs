@@ -37,6 +37,10 @@ pub struct Config {
     /// The proxy for every connection (kubeconfig `proxy-url`: http, https or socks5, with
     /// optional `user:password@`); `None` reads `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` as client-go.
     pub proxy_url: Option<String>,
+    /// `User-Agent` of every request, which audit logs show: `PROGRAM/VERSION`. The default
+    /// names the running executable, as client-go does, so an embedding program is told
+    /// apart from the `autoregister` binary.
+    pub user_agent: String,
 }
 
 /// TLS settings for the connection to the API server.
@@ -133,7 +137,44 @@ impl Config {
             exec_timeout: DEFAULT_EXEC_TIMEOUT,
             origin: "explicit server".to_string(),
             proxy_url: None,
+            user_agent: default_user_agent(),
         }
+    }
+
+    /// The program named by [`user_agent`](Self::user_agent) (its first product token
+    /// without the version): the default `fieldManager` of the controller's writes.
+    pub fn program_name(&self) -> &str {
+        let product = self
+            .user_agent
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
+        match product.split('/').next() {
+            Some(p) if !p.is_empty() => p,
+            _ => "autoregister",
+        }
+    }
+}
+
+/// `autoregister/VERSION` in the `autoregister` binary; `PROGRAM autoregister/VERSION` in
+/// a program embedding the library (PROGRAM: its executable's file name).
+fn default_user_agent() -> String {
+    let program = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        // A header token: no spaces, slashes or non-ASCII.
+        .map(|p| {
+            p.chars()
+                .map(|c| match c {
+                    'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
+                    _ => '_',
+                })
+                .collect::<String>()
+        })
+        .filter(|p| !p.is_empty() && p != "autoregister");
+    match program {
+        Some(p) => format!("{p} {}", super::USER_AGENT),
+        None => super::USER_AGENT.to_string(),
     }
 }
 
@@ -159,6 +200,7 @@ impl fmt::Debug for Config {
             .field("exec_timeout", &self.exec_timeout)
             .field("origin", &self.origin)
             .field("proxy_url", &self.proxy_url.as_ref().map(|_| REDACTED))
+            .field("user_agent", &self.user_agent)
             .finish()
     }
 }

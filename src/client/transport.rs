@@ -130,7 +130,7 @@ fn build_agent(
     let mut builder = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(config.connect_timeout))
-        .user_agent(super::USER_AGENT)
+        .user_agent(&config.user_agent)
         // Only the proxy chosen by client-go's rules (proxy.rs), never ureq's own reading
         // of the environment (which has no loopback rule nor CIDRs in NO_PROXY).
         .proxy(route.map(|r| r.proxy.clone()))

@@ -41,6 +41,12 @@ pub(crate) struct State {
     /// Names this process has synced successfully at least once; a desired name shares
     /// its key's allocation (thousands of names, each otherwise copied once more).
     synced_once: Mutex<HashSet<Arc<str>>>,
+    /// Names removed from the desired set whose removal has not synced since: a waiter
+    /// waits for their deletion (or for the object to stop being ours) too.
+    removed: Mutex<HashSet<Arc<str>>>,
+    /// Names this process created whose object the cache has not shown yet: until it
+    /// does, a sync after their removal sees nothing to delete.
+    unseen_creates: Mutex<HashSet<Arc<str>>>,
     /// Names in the cache when it first synced; `None` until then.
     at_start: RwLock<Option<HashSet<String>>>,
     /// Last failure per name, cleared on success (for `--once` reports).
@@ -57,12 +63,38 @@ pub(crate) struct State {
 impl State {
     /// Sets the desired entry for a name; returns the previous one.
     pub(crate) fn set_desired(&self, name: String, d: Desired) -> Option<Desired> {
+        self.removed.lock().remove(name.as_str());
         self.desired.write().insert(name.into(), d)
     }
 
-    /// Drops the desired entry for a name.
+    /// Drops the desired entry for a name; until its next successful sync, convergence
+    /// waits for it (a managed object left behind is deleted by that sync).
     pub(crate) fn remove_desired(&self, name: &str) -> Option<Desired> {
-        self.desired.write().remove(name)
+        let previous = self.desired.write().remove(name);
+        if previous.is_some() {
+            self.removed.lock().insert(name.into());
+        }
+        previous
+    }
+
+    /// Notes a successful create of `name`, not yet shown by the cache.
+    pub(crate) fn note_created(&self, name: &str) {
+        self.unseen_creates.lock().insert(name.into());
+    }
+
+    /// Notes that the cache now shows `name` (a watch event or a relist).
+    pub(crate) fn note_seen(&self, name: &str) {
+        if self.unseen_creates.lock().remove(name) {
+            let _guard = self.progress_lock.lock();
+            self.progress.notify_all();
+        }
+    }
+
+    /// Forgets every unseen create: a relist made the cache whole, whatever it shows.
+    pub(crate) fn note_relisted(&self) {
+        self.unseen_creates.lock().clear();
+        let _guard = self.progress_lock.lock();
+        self.progress.notify_all();
     }
 
     /// The desired entry for a name.
@@ -117,17 +149,25 @@ impl State {
         let desired = self.desired.read();
         let at_start = self.at_start.read();
         let synced = self.synced_once.lock();
+        let removed = self.removed.lock();
+        let unseen = self.unseen_creates.lock();
         let left_over = at_start
             .iter()
             .flatten()
             .filter(|n| !desired.contains_key(n.as_str()) && managed(n))
             .map(String::as_str);
-        desired
+        let unsynced = desired
             .keys()
             .map(|k| &**k)
             .chain(left_over)
-            .filter(|n| !synced.contains(*n))
-            .any(visit)
+            .filter(|n| !synced.contains(*n));
+        // A removed name is pending while still ours, whether or not it synced before, or
+        // while our create of it has not reached the cache (nothing to delete there yet).
+        let removing = removed
+            .iter()
+            .map(|k| &**k)
+            .filter(|n| !desired.contains_key(*n) && (managed(n) || unseen.contains(*n)));
+        unsynced.chain(removing).any(visit)
     }
 
     /// Up to `limit` names a `--once` run still waits for, sorted (see `scan_unsynced`).
@@ -138,6 +178,8 @@ impl State {
             names.len() >= limit
         });
         names.sort();
+        // A removed name present at start is visited twice.
+        names.dedup();
         names
     }
 
@@ -189,6 +231,7 @@ impl State {
                         .map_or_else(|| Arc::from(name), |(k, _)| k.clone());
                     self.synced_once.lock().insert(key);
                 }
+                self.removed.lock().remove(name);
                 self.failures.lock().remove(name);
                 self.blocked.lock().remove(name);
                 self.rejected.lock().remove(name);
@@ -321,5 +364,34 @@ mod tests {
         assert!(s.unsynced(managed, 1).is_empty());
         assert!(!s.any_unsynced(managed, |_| true));
         assert_eq!(s.failure("m"), None, "success clears the last failure");
+    }
+
+    #[test]
+    fn a_removed_name_waits_for_its_deletion_and_for_the_cache_to_show_our_create() {
+        let s = State::default();
+        s.record_at_start(HashSet::new());
+        s.set_desired("a".into(), desired("a"));
+        s.record_outcome("a", Outcome::Synced);
+        s.note_created("a");
+        s.remove_desired("a");
+        assert_eq!(
+            s.unsynced(|_| false, 10),
+            ["a"],
+            "our create is not in the cache yet: nothing there to delete"
+        );
+        s.note_seen("a");
+        assert_eq!(s.unsynced(|_| true, 10), ["a"], "still ours in the cache");
+        assert!(s.unsynced(|_| false, 10).is_empty(), "gone from the cache");
+        s.note_created("a");
+        s.note_relisted();
+        assert!(
+            s.unsynced(|_| false, 10).is_empty(),
+            "a relist shows the whole truth"
+        );
+        s.set_desired("a".into(), desired("a"));
+        assert!(
+            s.unsynced(|_| true, 10).is_empty(),
+            "desired again and synced before: nothing pending"
+        );
     }
 }

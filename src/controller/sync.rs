@@ -252,6 +252,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     match &result {
         Ok(written_uid) => {
             info!("{name} {cell} {verb} ({why}): ok");
+            if verb == "create" {
+                cx.state.note_created(name);
+            }
             if let Some(reason) = reason {
                 let note = format!("{verb} by autoregister: {why} (cell {cell})");
                 cx.report

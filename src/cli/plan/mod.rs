@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use autoregister::api::{APIService, Resource};
 use autoregister::client::{Api, Canceller, DeleteParams};
 use autoregister::controller::load;
-use autoregister::controller::{decide, Action, Current, Facts, DEFAULT_FIELD_MANAGER};
+use autoregister::controller::{decide, Action, Current, Facts};
 use autoregister::runtime::reflector::list_all;
 use crossbeam_channel::RecvTimeoutError;
 
@@ -103,10 +103,9 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         })
         .collect();
     if args.dry_run {
-        let dry = api
-            .clone()
-            .with_field_manager(DEFAULT_FIELD_MANAGER)
-            .with_dry_run();
+        // The fieldManager `run` writes with: the program named by the User-Agent.
+        let manager = api.client().config().program_name().to_string();
+        let dry = api.clone().with_field_manager(manager).with_dry_run();
         dry_run_all(&dry, &mut entries);
     }
     drop(timer);
