@@ -55,7 +55,14 @@ fn apiservice(name: &str, rv: &str) -> APIService {
 
 /// The headers every request must carry.
 fn assert_common_headers(r: &Request) {
-    assert_eq!(r.header("user-agent"), Some(USER_AGENT), "{r:?}");
+    // A program embedding the library (this test) is named before autoregister's token.
+    let program = std::env::current_exe().unwrap();
+    let program = program.file_stem().unwrap().to_str().unwrap();
+    assert_eq!(
+        r.header("user-agent"),
+        Some(format!("{program} {USER_AGENT}").as_str()),
+        "{r:?}"
+    );
     assert!(USER_AGENT.starts_with("autoregister/"));
     assert_eq!(r.header_count("accept"), 1, "{r:?}");
     assert_eq!(r.header("accept"), Some("application/json"));
