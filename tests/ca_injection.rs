@@ -398,13 +398,52 @@ fn plan_prints_the_bundle_as_subject_fingerprint_and_expiry_and_a_bad_source_as_
     );
     assert!(out.contains("notAfter=2031-07-09T00:00:00Z"), "{out}");
     assert!(
-        out.contains("blocked  CA bundle not usable: Secret certs/missing key ca.crt: not found"),
+        out.contains(
+            "v1.b.example.com  2C    blocked  desired, absent: CA bundle not usable: \
+             Secret certs/missing key ca.crt: not found"
+        ),
         "{out}"
     );
+    // -o json: the same summary, and no base64 of the bundle anywhere.
+    let (code, json_out) = Proc::command("plan", &server, &s, &["-o", "json"]).wait_exit(WAIT);
+    assert_eq!(code, 0, "{json_out}");
+    let start = json_out.find('{').unwrap();
+    let end = json_out.rfind('}').unwrap();
+    let doc: Value = serde_json::from_str(&json_out[start..=end]).unwrap();
+    let a = doc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "v1.a.example.com")
+        .unwrap();
+    assert_eq!(
+        a["caBundle"]["source"], "Secret certs/api-ca key ca.crt",
+        "{a}"
+    );
+    assert_eq!(a["caBundle"]["certificates"][0]["subject"], "CN=example CA");
+    assert_eq!(
+        a["caBundle"]["certificates"][0]["notAfter"],
+        "2031-07-09T00:00:00Z"
+    );
+    let b = doc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "v1.b.example.com")
+        .unwrap();
+    assert_eq!(b["action"], "blocked", "{b}");
+    for body in bodies(&pem) {
+        assert!(
+            !json_out.contains(&body[..40]),
+            "base64 in the plan: {json_out}"
+        );
+    }
     for body in bodies(&pem) {
         assert!(!out.contains(&body[..40]), "base64 in the plan: {out}");
     }
-    assert!(server.requests().iter().all(|r| !binary::is_write(r)));
+    // Only dry runs: nothing stored.
+    assert!(stored(&server, "v1.a.example.com").is_none());
+    assert!(out.contains("dry run: accepted by the server"), "{out}");
 }
 
 #[test]
@@ -483,7 +522,7 @@ fn lib_object(group: &str) -> autoregister::api::APIService {
 #[test]
 fn embedders_name_a_source_on_the_object_or_hand_their_own_ca_in() {
     use autoregister::client::Client;
-    use autoregister::controller::ca::CaSource;
+    use autoregister::CaSource;
     use autoregister::controller::{Controller, ControllerOptions};
 
     let server = TestServer::start();
@@ -491,7 +530,7 @@ fn embedders_name_a_source_on_the_object_or_hand_their_own_ca_in() {
     put_secret(&server, tls_secret(SECRET, &first));
     let ctl = Controller::new(
         Client::new(server.client_config()).unwrap(),
-        ControllerOptions::default(),
+        ControllerOptions::new("example.com/registered-by"),
     );
     // From a Secret, through the same annotation the manifests use.
     let mut sourced = lib_object("a.example.com");

@@ -18,6 +18,9 @@ pub enum EventReason {
     /// Refused to delete managed APIServices because the desired set became empty
     /// (Warning, action `Delete`; `--allow-empty` permits it).
     EmptySetRefused,
+    /// The server refused a write as invalid (422); not sent again until the manifest or
+    /// the object changes (Warning, action `Write`).
+    Rejected,
     /// Held a desired APIService because its CA source gives no usable bundle (Warning,
     /// action `Update`: nothing is written until the source is fixed).
     CABundleInvalid,
@@ -27,13 +30,14 @@ pub enum EventReason {
 
 impl EventReason {
     /// Every reason, for documentation and tests.
-    pub const ALL: [EventReason; 8] = [
+    pub const ALL: [EventReason; 9] = [
         EventReason::Registered,
         EventReason::Updated,
         EventReason::Deregistered,
         EventReason::Adopted,
         EventReason::NotOwned,
         EventReason::EmptySetRefused,
+        EventReason::Rejected,
         EventReason::CABundleInvalid,
         EventReason::CABundleExpiring,
     ];
@@ -47,6 +51,7 @@ impl EventReason {
             EventReason::Adopted => "Adopted",
             EventReason::NotOwned => "NotOwned",
             EventReason::EmptySetRefused => "EmptySetRefused",
+            EventReason::Rejected => "Rejected",
             EventReason::CABundleInvalid => "CABundleInvalid",
             EventReason::CABundleExpiring => "CABundleExpiring",
         }
@@ -57,6 +62,7 @@ impl EventReason {
         match self {
             EventReason::NotOwned
             | EventReason::EmptySetRefused
+            | EventReason::Rejected
             | EventReason::CABundleInvalid
             | EventReason::CABundleExpiring => "Warning",
             _ => "Normal",
@@ -71,6 +77,7 @@ impl EventReason {
             EventReason::Deregistered | EventReason::EmptySetRefused => "Delete",
             EventReason::Adopted => "Adopt",
             EventReason::NotOwned => "Skip",
+            EventReason::Rejected => "Write",
             EventReason::CABundleInvalid => "Update",
             EventReason::CABundleExpiring => "Check",
         }
