@@ -522,8 +522,8 @@ fn lib_object(group: &str) -> autoregister::api::APIService {
 #[test]
 fn embedders_name_a_source_on_the_object_or_hand_their_own_ca_in() {
     use autoregister::client::Client;
-    use autoregister::CaSource;
     use autoregister::controller::{Controller, ControllerOptions};
+    use autoregister::CaSource;
 
     let server = TestServer::start();
     let first = ca("first");
