@@ -340,7 +340,7 @@ fn reference_parse(body: &str) -> serde_json::Map<String, Value> {
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "prometheus_client rejected /metrics (or is missing: python3 -m pip install prometheus-client):\n{}\n{body}",
+        "prometheus_client rejected /metrics (or is missing: `make test` installs it, see scripts/test-deps.sh):\n{}\n{body}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
