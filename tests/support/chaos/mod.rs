@@ -119,6 +119,15 @@ fn timeline(t: &world::Timeline) -> Vec<String> {
         let broken = if d.ambiguous { " (a file broken)" } else { "" };
         format!("{} desired{broken}: {}", at(Some(d.at)), specs.join(" "))
     }));
+    for (i, p) in t.procs.iter().enumerate() {
+        if p.terminated.is_some() {
+            lines.push(format!(
+                "{} SIGTERM to process {i} (stopped by {})",
+                at(p.terminated),
+                at(check::sigterm_handled(p))
+            ));
+        }
+    }
     lines.push(format!("{} faults stopped", at(t.faults_stopped)));
     lines.push(format!("{} converged", at(t.converged)));
     if let Some((from, to)) = t.quiet {
