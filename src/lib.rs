@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod api;
+pub mod build_info;
 pub mod client;
 pub mod controller;
 pub mod ops;

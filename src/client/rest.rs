@@ -89,6 +89,7 @@ impl Verb {
 impl Client {
     /// Builds a client (TLS, credentials, rate limiter) from `config`.
     pub fn new(config: Config) -> Result<Client, Error> {
+        let config = config.with_default_scheme();
         let transport = Transport::new(&config)?;
         let auth = Authenticator::new(&config)?;
         let limiter = RequestLimiter::new(&config);
