@@ -16,5 +16,6 @@ mod prometheus;
 pub mod runtime;
 #[cfg(feature = "testing")]
 pub mod testserver;
+pub mod text;
 mod token_bucket;
 mod yaml;

@@ -89,10 +89,21 @@ impl Verb {
 impl Client {
     /// Builds a client (TLS, credentials, rate limiter) from `config`.
     pub fn new(config: Config) -> Result<Client, Error> {
+        Client::build(config, true)
+    }
+
+    /// A client of the same configuration with its own connections and rate limiter (so
+    /// its requests never queue behind this one's), which does not log the rate-limit
+    /// choice again: this client has (the Events client).
+    pub fn sibling(&self) -> Result<Client, Error> {
+        Client::build(self.inner.config.clone(), false)
+    }
+
+    fn build(config: Config, announce: bool) -> Result<Client, Error> {
         let config = config.with_default_scheme();
         let transport = Transport::new(&config)?;
         let auth = Authenticator::new(&config)?;
-        let limiter = RequestLimiter::new(&config);
+        let limiter = RequestLimiter::new(&config, announce);
         let host = host_label(&config.server);
         Ok(Client {
             inner: Arc::new(Inner {

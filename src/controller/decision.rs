@@ -113,7 +113,7 @@ impl fmt::Display for Owner {
             Owner::OtherController { key, value } => {
                 write!(f, "another controller (label {key}={value})")
             }
-            Owner::Unlabelled => f.write_str("no ownership label"),
+            Owner::Unlabelled => f.write_str("an object without ownership label"),
         }
     }
 }
@@ -913,7 +913,10 @@ mod tests {
         let Action::Blocked(why) = &got.action else {
             panic!("expected blocked: {got:?}");
         };
-        assert!(why.contains("no ownership label"), "{why}");
+        assert!(
+            why.contains("held by an object without ownership label"),
+            "{why}"
+        );
         assert!(why.contains("helm"), "{why}");
         assert!(why.contains("--adopt would take it over"), "{why}");
         curr.spec = d.object.spec.clone();

@@ -140,7 +140,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Action::None | Action::Blocked(_) | Action::Error(_)
     ) {
         if let Err(held) = (cx.may_write)() {
-            debug!("{name} {cell}: write withheld: {held}");
+            debug!(name, cell:% = cell; "{name} {cell}: write withheld: {held}");
             cx.state
                 .record_outcome(name, Outcome::Failed(format!("not written: {held}")));
             return Err(SyncError::Write(Error::Cancelled));
@@ -170,9 +170,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
                 .state
                 .record_outcome(name, Outcome::Blocked(blocked.clone()))
             {
-                warn!("{name} {cell}: not written ({}): {blocked}", cell.meaning());
+                warn!(name, cell:% = cell, action = "blocked"; "{name} {cell}: not written ({}): {blocked}", cell.meaning());
             } else {
-                debug!("{name} {cell}: still not written: {blocked}");
+                debug!(name, cell:% = cell, action = "blocked"; "{name} {cell}: still not written: {blocked}");
             }
             return Ok(());
         }
@@ -206,7 +206,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     };
     match &result {
         Ok(written_uid) => {
-            info!("{name} {cell} {verb} ({why}): ok");
+            info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}): ok");
             if let Some(reason) = reason {
                 let note = format!("{verb} by autoregister: {why} (cell {cell})");
                 cx.report
@@ -218,11 +218,16 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             }
         }
         // Shutdown cut the request short: not a failure worth a warning.
-        Err(e) if e.is_cancelled() => debug!("{name} {cell} {verb}: cancelled"),
-        Err(e) if e.is_benign() => {
-            info!("{name} {cell} {verb}: {e}; deciding again when the cache catches up")
+        Err(e) if e.is_cancelled() => {
+            debug!(name, cell:% = cell, action = verb; "{name} {cell} {verb}: cancelled")
         }
-        Err(e) => warn!("{name} {cell} {verb} ({why}): failed: {e}"),
+        Err(e) if e.is_benign() => info!(
+            name, cell:% = cell, action = verb;
+            "{name} {cell} {verb}: {e}; deciding again when the cache catches up"
+        ),
+        Err(e) => {
+            warn!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}): failed: {e}")
+        }
     }
     match &result {
         Ok(_) => cx.report.metrics.observe_sync(cell, SyncResult::Ok),
@@ -257,19 +262,31 @@ fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &Why) {
     };
     match surprising {
         Some(explain) if report.first_notice(name, cell) => {
-            info!("{name} {cell} left alone ({why}): {explain}")
+            info!(name, cell:% = cell, action = "none"; "{name} {cell} left alone ({why}): {explain}")
         }
-        _ => debug!("{name} {cell}: nothing to do ({why})"),
+        _ => debug!(name, cell:% = cell, action = "none"; "{name} {cell}: nothing to do ({why})"),
     }
 }
 
-/// Why a decision was taken: the cell's meaning and the rule, formatted only when logged
-/// (most syncs are the no-op answer to a watch event and log nothing).
+/// Why a decision was taken: the cell's meaning and what the rule adds to it, formatted
+/// only when logged (most syncs are the no-op answer to a watch event and log nothing).
+/// A rule's part that only repeats the meaning is left out: `2B` reads `absent, desired
+/// onstart`, not `absent, desired onstart; desired, absent`.
 struct Why(Cell, &'static str);
 
 impl fmt::Display for Why {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}; {}", self.0.meaning(), self.1)
+        let meaning = self.0.meaning();
+        let new: Vec<&str> = self
+            .1
+            .split(", ")
+            .filter(|part| !meaning.contains(part))
+            .collect();
+        if new.is_empty() {
+            f.write_str(&meaning)
+        } else {
+            write!(f, "{meaning}; {}", new.join(", "))
+        }
     }
 }
 
@@ -301,6 +318,24 @@ fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    #[test]
+    fn why_says_each_thing_once() {
+        let why = |cell: &str, rule: &'static str| {
+            let cell: Cell = cell.parse().unwrap();
+            Why(cell, rule).to_string()
+        };
+        assert_eq!(why("2B", "desired, absent"), "absent, desired onstart");
+        assert_eq!(why("3A", "not ours"), "not ours, not desired");
+        assert_eq!(
+            why("6C", "spec differs"),
+            "managed always, desired always; spec differs"
+        );
+        assert_eq!(
+            why("3C", "not ours, spec already as desired"),
+            "not ours, desired always; spec already as desired"
+        );
+    }
 
     use super::*;
     use crate::api::{ObjectMeta, AUTO_MANAGED_ALWAYS};
