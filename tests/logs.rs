@@ -100,3 +100,46 @@ fn a_rust_log_that_names_nothing_is_warned_about() {
         "{log}"
     );
 }
+
+/// The case `autoregister_unowned_desired_apiservices` counts (the README says to alert on
+/// it): a desired name held by an unlabelled object whose spec already matches. Nothing is
+/// written, and it is said once at WARN and as a `NotOwned` Warning Event on the object.
+#[test]
+fn an_unowned_desired_object_that_already_matches_gets_a_warning_and_an_event() {
+    let server = TestServer::start();
+    server.seed(
+        "apiservices",
+        None,
+        binary::object("a.example.com", &[], 10),
+    );
+    let s = Scratch::new("logs-unowned");
+    let log = once(&server, &s, &[], &[]);
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("v1.a.example.com 3C: not managed"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].contains("held by an object without ownership label")
+            && warnings[0].contains("--adopt would take it over"),
+        "{log}"
+    );
+    assert!(
+        binary::writes(&server, "v1.a.example.com").is_empty(),
+        "{log}"
+    );
+    let events: Vec<Value> = server
+        .list_objects("events", Some("default"))
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == "v1.a.example.com")
+        .collect();
+    assert_eq!(events.len(), 1, "{events:#?}\n{log}");
+    assert_eq!(events[0]["reason"], "NotOwned");
+    assert_eq!(events[0]["type"], "Warning");
+    assert!(
+        events[0]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("its spec already matches")),
+        "{events:#?}"
+    );
+}

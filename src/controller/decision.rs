@@ -416,6 +416,11 @@ pub fn decide(ownership: &Ownership, facts: &Facts<'_>) -> Decision {
 /// The reason of the 4A/4B/4C rule (logs single it out: a user may wonder about it).
 pub const ONSTART_CREATED_AFTER_START: &str = "onstart object created after start";
 
+/// The rule of a desired name held by an object that is not ours whose spec already
+/// matches: nothing to write, but the object is not managed (a manifest change will not
+/// reach it), which `autoregister_unowned_desired_apiservices` counts.
+pub const NOT_OURS_SPEC_MATCHES: &str = "not ours, spec already as desired";
+
 /// The `switch` of `checkAPIService`, case by case in upstream's order.
 fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
     let desired = facts.desired;
@@ -508,7 +513,7 @@ fn not_ours(
         return (Action::Adopt(adopted), "not ours, adopting");
     }
     if curr.spec == desired.object.spec {
-        return (Action::None, "not ours, spec already as desired");
+        return (Action::None, NOT_OURS_SPEC_MATCHES);
     }
     let managers = curr.metadata.field_managers();
     let managers = if managers.is_empty() {

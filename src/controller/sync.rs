@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 
 use super::decision::{
-    decide, Action, Cell, Current, Decision, Facts, Ownership, ONSTART_CREATED_AFTER_START,
+    decide, Action, Cell, Current, Decision, Facts, Ownership, NOT_OURS_SPEC_MATCHES,
+    ONSTART_CREATED_AFTER_START,
 };
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
@@ -148,6 +149,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     }
     let (verb, reason, result) = match decision.action {
         Action::None => {
+            if decision.reason == NOT_OURS_SPEC_MATCHES {
+                unowned_but_matching(cx, name, cell, uid.as_deref());
+            }
             left_alone(cx.report, name, &decision, &why);
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             cx.state.record_outcome(name, Outcome::Synced);
@@ -265,6 +269,32 @@ fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &Why) {
             info!(name, cell:% = cell, action = "none"; "{name} {cell} left alone ({why}): {explain}")
         }
         _ => debug!(name, cell:% = cell, action = "none"; "{name} {cell}: nothing to do ({why})"),
+    }
+}
+
+/// A desired name held by someone else's object that already has the desired spec: the
+/// case `autoregister_unowned_desired_apiservices` counts. Nothing is written, but a later
+/// manifest change would not reach it, so it is said once at WARN and as a `NotOwned`
+/// Warning Event (repeats are dropped by the recorder's dedup window).
+fn unowned_but_matching(cx: &SyncContext<'_>, name: &str, cell: Cell, uid: Option<&str>) {
+    let Some(obj) = cx.store.get(name) else {
+        return;
+    };
+    let owner = cx.ownership.owner(&obj);
+    let remedy = if owner.adoptable() {
+        "--adopt would take it over in place"
+    } else {
+        "it is never adopted"
+    };
+    let note = format!(
+        "held by {owner}; its spec already matches, so nothing is written, but it is not \
+         managed: a change to the manifest will not reach it ({remedy})"
+    );
+    cx.report
+        .events
+        .record(name, uid, EventReason::NotOwned, &note);
+    if cx.report.first_notice(name, cell) {
+        warn!(name, cell:% = cell, action = "none"; "{name} {cell}: not managed: {note}");
     }
 }
 
