@@ -369,7 +369,12 @@ fn kubectl_describe_shows_the_events_the_controller_wrote() {
     let dir = scratch(&server, "describe");
     let manifests = dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
-    manifest(&manifests, "v1.described.example.com", "described.example.com", 10);
+    manifest(
+        &manifests,
+        "v1.described.example.com",
+        "described.example.com",
+        10,
+    );
     let run = Command::new(env!("CARGO_BIN_EXE_autoregister"))
         .args(["run", "--once", "--manifests"])
         .arg(&manifests)
