@@ -60,7 +60,8 @@ pub const RUN_FLAGS: &str =
   --resync DUR             re-deliver every cached object this often, >= 1s; 0 = never (default)
   --relist DUR             list everything from the server again this often (default 10m;
                            0 = never): catches changes a watch missed, e.g. a restored server
-  --health-addr ADDR       serve /healthz, /readyz, /metrics on HOST:PORT or :PORT (default: off)
+  --health-addr ADDR       serve /livez, /healthz, /readyz, /metrics on HOST:PORT or :PORT
+                           (default: off)
   --leader-elect           run only while holding the Lease (default: off)
   --lease-namespace NS     default kube-system
   --lease-name NAME        default autoregister
