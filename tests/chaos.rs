@@ -93,13 +93,16 @@ fn seeded_chaos_runs_hold_every_invariant() {
     let mut outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
     outcomes.sort_by_key(|o| o.seed);
     let slowest = outcomes.iter().max_by_key(|o| o.took);
+    let lag = outcomes.iter().filter_map(|o| o.sigterm_lag).max();
     eprintln!(
-        "chaos: {} seeds in {:.1} s (slowest: seed {} in {:.1} s), {} requests checked",
+        "chaos: {} seeds in {:.1} s (slowest: seed {} in {:.1} s), {} requests checked; \
+         SIGTERM acted on at most {} ms after it was sent",
         outcomes.len(),
         started.elapsed().as_secs_f64(),
         slowest.map_or(0, |o| o.seed),
         slowest.map_or(0.0, |o| o.took.as_secs_f64()),
         outcomes.iter().map(|o| o.requests).sum::<usize>(),
+        lag.map_or(0, |l| l.as_millis()),
     );
     if let [o] = &outcomes[..] {
         // One seed replayed: show what it did, pass or fail.

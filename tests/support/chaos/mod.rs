@@ -31,6 +31,9 @@ pub struct Outcome {
     pub logs: Vec<String>,
     /// Requests the server logged.
     pub requests: usize,
+    /// The longest time from sending a SIGTERM to the process having stopped on it (its
+    /// log line): how late a loaded machine lets the signal thread run.
+    pub sigterm_lag: Option<Duration>,
 }
 
 /// Runs seed `seed` with `steps` schedule steps.
@@ -74,6 +77,16 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
         .collect();
     world.server.shutdown();
     let timeline = timeline(&world.t);
+    let sigterm_lag = world
+        .t
+        .procs
+        .iter()
+        .filter_map(|p| {
+            check::sigterm_handled(p)?
+                .duration_since(p.terminated?)
+                .ok()
+        })
+        .max();
     Outcome {
         seed,
         violations,
@@ -82,6 +95,7 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
         timeline,
         logs,
         requests: log.len(),
+        sigterm_lag,
     }
 }
 
