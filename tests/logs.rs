@@ -61,7 +61,13 @@ fn json_lines_parse_and_carry_name_cell_and_action() {
         create["message"],
         "v1.a.example.com 2C create (absent, desired always): ok"
     );
-    eprintln!("a JSON log line: {create}");
+    let raw = log
+        .lines()
+        .find(|l| l.contains("\"action\":\"create\""))
+        .unwrap_or_default();
+    // As written: time, level, target, message first, then the fields.
+    assert!(raw.starts_with("{\"time\":"), "{raw}");
+    eprintln!("a JSON log line: {raw}");
 }
 
 #[test]

@@ -107,25 +107,39 @@ fn render(
         }
         LogFormat::Text => format!("{now} {level:5} {message}\n"),
         LogFormat::Json => {
-            let mut obj = serde_json::Map::new();
-            obj.insert("time".into(), now.into());
-            obj.insert("level".into(), level.as_str().into());
-            obj.insert("target".into(), target.into());
-            obj.insert("message".into(), message.to_string().into());
-            let mut f = Fields(serde_json::Map::new());
+            // Written in this order (a JSON map would sort the keys): time, level, target,
+            // message, then the line's fields; a field never overrides those four.
+            let mut f = Fields(Vec::new());
             fields(&mut f);
-            for (k, v) in f.0 {
-                obj.entry(k).or_insert(v);
+            let fixed = [
+                ("time", now),
+                ("level", level.as_str().to_string()),
+                ("target", target.to_string()),
+                ("message", message.to_string()),
+            ];
+            let mut line = String::from("{");
+            let pairs = fixed
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), serde_json::Value::String(v)))
+                .chain(f.0.into_iter().filter(|(k, _)| {
+                    !matches!(k.as_str(), "time" | "level" | "target" | "message")
+                }));
+            for (i, (k, v)) in pairs.enumerate() {
+                if i > 0 {
+                    line.push(',');
+                }
+                line.push_str(&serde_json::Value::String(k).to_string());
+                line.push(':');
+                line.push_str(&v.to_string());
             }
-            let mut line = serde_json::Value::Object(obj).to_string();
-            line.push('\n');
+            line.push_str("}\n");
             line
         }
     }
 }
 
 /// A line's key-value fields (`info!(name:% = n, cell:% = c; "...")`), as JSON strings.
-struct Fields(serde_json::Map<String, serde_json::Value>);
+struct Fields(Vec<(String, serde_json::Value)>);
 
 impl<'kvs> log::kv::VisitSource<'kvs> for Fields {
     fn visit_pair(
@@ -133,7 +147,7 @@ impl<'kvs> log::kv::VisitSource<'kvs> for Fields {
         key: log::kv::Key<'kvs>,
         value: log::kv::Value<'kvs>,
     ) -> Result<(), log::kv::Error> {
-        self.0.insert(key.to_string(), value.to_string().into());
+        self.0.push((key.to_string(), value.to_string().into()));
         Ok(())
     }
 }
@@ -270,8 +284,8 @@ mod tests {
             "autoregister::controller::sync",
             &format_args!("v1.x 2C create: ok"),
             |f| {
-                f.0.insert("name".into(), "v1.x".into());
-                f.0.insert("cell".into(), "2C".into());
+                f.0.push(("name".into(), "v1.x".into()));
+                f.0.push(("cell".into(), "2C".into()));
             },
         );
         assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
@@ -283,5 +297,6 @@ mod tests {
             (Some("v1.x"), Some("2C"))
         );
         assert!(v["time"].as_str().is_some_and(|t| t.ends_with('Z')));
+        assert!(line.starts_with("{\"time\":"), "{line}");
     }
 }
