@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use autoregister::api::Lease;
-use autoregister::client::{Api, Client};
+use autoregister::client::Api;
 use autoregister::controller::decision::{Desired, SyncMode};
 use autoregister::controller::manifests::{Poll, Reloaded, Reloader};
 use autoregister::controller::{
@@ -17,6 +17,7 @@ use autoregister::runtime::leader::{
     default_identity, LeaderCallbacks, LeaderElector, LeaderHandle, LeaderMetrics,
 };
 use autoregister::runtime::liveness::Heartbeat;
+use autoregister::text;
 use crossbeam_channel::{never, select, tick, Receiver};
 use log::{error, info, warn};
 
@@ -161,9 +162,9 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     apply(&controller, &mut applied, loaded.desired);
     controller.start();
     info!(
-        "started: {} desired APIServices, {} workers",
-        applied.len(),
-        args.workers
+        "started: {}, {}",
+        text::count(applied.len(), "desired APIService"),
+        text::count(args.workers, "worker")
     );
 
     let end = if args.once {
@@ -218,14 +219,16 @@ fn once(
             }
             let (done, total) = controller.progress();
             error!(
-                "stopped by a signal before converging ({done} of {total} APIServices converged)"
+                "stopped by a signal before converging ({done} of {} converged)",
+                text::count(total, "APIService")
             );
             return End::Signal;
         }
         if stop.try_recv().is_ok() {
             let (done, total) = controller.progress();
             error!(
-                "stopped by a signal before converging ({done} of {total} APIServices converged)"
+                "stopped by a signal before converging ({done} of {} converged)",
+                text::count(total, "APIService")
             );
             return End::Signal;
         }
@@ -236,16 +239,17 @@ fn once(
         match result {
             Ok(()) => {
                 let (_, total) = controller.progress();
-                info!("converged: {total} APIServices");
+                info!("converged: {}", text::count(total, "APIService"));
                 // The Events of this run's writes, before shutdown drops what is queued.
                 controller.events().flush(EVENT_FLUSH);
                 return End::Converged;
             }
             Err(pending) if !pending.is_empty() && pending.iter().all(|p| p.blocked) => {
+                let n = pending.len();
                 error!(
-                    "not converged: {} APIServices will not converge by waiting (not ours to \
-                     write, or refused by the server):",
-                    pending.len()
+                    "not converged: {} will not converge by waiting (not ours to write, or \
+                     refused by the server):",
+                    text::count(n, "APIService")
                 );
                 for line in by_cause(&pending) {
                     error!("  {line}");
@@ -263,7 +267,10 @@ fn once(
         }
         if Instant::now() >= next_progress {
             let (done, total) = controller.progress();
-            info!("converging: {done} of {total} APIServices converged");
+            info!(
+                "converging: {done} of {} converged",
+                text::count(total, "APIService")
+            );
             next_progress = deadline_after(Instant::now(), PROGRESS_EVERY);
         }
     }
@@ -279,8 +286,9 @@ fn report_timeout(timeout: Duration, controller: &Controller, pending: &[Pending
         .filter(|p| p.reason != NOT_SYNCED_YET)
         .count();
     error!(
-        "did not converge within {timeout:?}: {done} of {total} APIServices converged, \
-         {failed} failed, {} not synced yet",
+        "did not converge within {}: {done} of {} converged, {failed} failed, {} not synced yet",
+        text::duration(timeout),
+        text::count(total, "APIService"),
         pending.len() - failed
     );
     for line in by_cause(pending) {
@@ -368,8 +376,11 @@ fn become_leader(
     until: Option<Instant>,
 ) -> Result<Result<Arc<LeaderHandle>, End>, Failure> {
     // Its own client (rate limiter, connections), as client-go-based controllers do:
-    // renewals must not queue behind the controller's writes.
-    let lease_client = Client::new(controller.client().config().clone())
+    // renewals must not queue behind the controller's writes. The controller's client
+    // logs the rate-limit choice; this one does not repeat it.
+    let lease_client = controller
+        .client()
+        .sibling()
         .map_err(|e| Failure::failed(format!("cannot build the leader-election client: {e}")))?;
     // Losing leadership stops the controller on the elector's thread, before anything else
     // hears of it (the write gate has closed already).
@@ -392,8 +403,8 @@ fn become_leader(
     let lease = format!("{}/{}", args.lease_namespace, args.lease_name);
     info!("leader election: waiting for lease {lease} as {identity}");
     loop {
+        // The elector logs "leading as" once it acquires the lease.
         if handle.wait_until_leader(LEADER_WAIT_SLICE) {
-            info!("leader election: leading as {identity}");
             return Ok(Ok(handle));
         }
         if stop.try_recv().is_ok() {
@@ -405,7 +416,10 @@ fn become_leader(
                 Some(holder) => format!("still waiting for the lease {lease} held by {holder}"),
                 None => format!("still waiting for the lease {lease} (no holder seen yet)"),
             };
-            error!("did not converge within {:?}: {why}", args.timeout);
+            error!(
+                "did not converge within {}: {why}",
+                text::duration(args.timeout)
+            );
             handle.release_and_stop();
             return Ok(Err(End::TimedOut));
         }

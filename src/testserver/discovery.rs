@@ -19,20 +19,25 @@ pub(crate) fn version() -> Value {
     })
 }
 
-/// `/api`: the core group's versions (no core resources are served).
+/// `/api`: the core group's versions (v1, for its read-only view of Events).
 pub(crate) fn core_versions(addr: &str) -> Value {
     json!({
         "kind": "APIVersions",
-        // No core resources are served; advertising v1 with an empty list makes kubectl
-        // report "received empty response for: v1" on every discovery.
-        "versions": [],
+        "versions": ["v1"],
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}]
     })
 }
 
-/// `/api/v1`: empty resource list.
+/// `/api/v1`: Events, the `events.k8s.io/v1` ones read as `core/v1` (get and list only).
 pub(crate) fn core_resources() -> Value {
-    json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": []})
+    json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": [{
+        "name": "events",
+        "singularName": "event",
+        "namespaced": true,
+        "kind": "Event",
+        "verbs": ["get", "list"],
+        "shortNames": ["ev"],
+    }]})
 }
 
 fn groups() -> Vec<&'static str> {
