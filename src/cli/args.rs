@@ -41,9 +41,11 @@ pub const FLAGS: &str = "  --manifests PATH         required; a file or a direct
   --server URL             overrides the kubeconfig's server (default: the kubeconfig's);
                            a bare HOST:PORT gets https:// when TLS is configured, else
                            http://, as with kubectl
-  --as USER                act as USER (impersonation; the kubeconfig user's `as`)
-  --as-group GROUP         act with GROUP too (repeatable; needs --as)
-  --as-uid UID             act with UID (needs --as)
+  --as USER                act as USER (impersonation; default: the kubeconfig user's
+                           `as`, else none)
+  --as-group GROUP         act with GROUP too, repeatable; needs --as (default: the
+                           user's `as-groups`)
+  --as-uid UID             act with UID; needs --as (default: the user's `as-uid`)
   --qps F                  client-side requests/s, >= 0; 0 = off (default: none against a
                            server with API Priority and Fairness, else 50)
   --burst N                client-side burst, >= 1 (default 100)
@@ -79,9 +81,9 @@ pub const PLAN_FLAGS: &str =
     "  --all                    list every APIService, also those not ours (default: one line
                            counting them)
   -o, --output FORMAT      text or json (default text)
-  --dry-run=MODE           server: send each planned write with dryRun=All and report what
+  --dry-run MODE           server: send each planned write with dryRun=All and report what
                            the server refuses; none: no requests but the list (for read-only
-                           credentials). Default server";
+                           credentials) (default server)";
 
 /// What every command's help ends with: flag forms, environment, exit codes.
 const HELP_FOOTER: &str = "\

@@ -1,6 +1,7 @@
 //! `autoregister run`: keep the manifests' APIServices registered until stopped (or converged, with `--once`).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -93,6 +94,15 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         .then(|| LeaderMetrics::new(args.lease_name.clone()));
     // The signal thread stops the controller itself: no write after the signal, even
     // while this thread is busy elsewhere.
+    let signalled = signals::stop_flag()
+        .map_err(|e| Failure::failed(format!("cannot install signal handlers: {e}")))?;
+    {
+        let signalled = signalled.clone();
+        controller.set_write_gate(move || match signalled.load(Ordering::Relaxed) {
+            true => Err("stopping: a signal was received".into()),
+            false => Ok(()),
+        });
+    }
     let stop = {
         let c = controller.clone();
         signals::stop_channel(move || c.stop())
@@ -143,8 +153,11 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         // Asked right before every write: judged on the clock, so a leader frozen past its
         // renew deadline writes nothing when it resumes, before its elector even notices.
         let h = handle.clone();
+        let signalled = signalled.clone();
         controller.set_write_gate(move || {
-            if h.is_leader() {
+            if signalled.load(Ordering::Relaxed) {
+                Err("stopping: a signal was received".into())
+            } else if h.is_leader() {
                 Ok(())
             } else {
                 Err("not leading: no renewal within the renew deadline".into())
