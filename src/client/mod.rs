@@ -12,6 +12,7 @@ mod metrics;
 mod ratelimit;
 mod resolver;
 mod rest;
+mod throttle;
 mod tls;
 mod transport;
 mod typed_api;
