@@ -3,7 +3,7 @@
 //! ```text
 //! autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR]
 //!                         [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control]
-//!                         [--kube-apiserver [--crd-group GROUP/VERSION]...]
+//!                         [--kube-apiserver [--crd-group GROUP/VERSION]...] [--seat-limit K]
 //! ```
 //!
 //! Prints its URL as the first line of stdout once it accepts connections and serves until
@@ -12,6 +12,8 @@
 //! API server).
 //! `--kube-apiserver` plays kube-apiserver: built-in APIServices and its own autoregister
 //! rules for the kube-aggregator label; `--crd-group` adds a CRD group it keeps registered.
+//! `--seat-limit K` serves at most K API requests at once (watches aside) and answers the
+//! rest `429` with `Retry-After`, as API Priority and Fairness does for a saturated level.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,7 +21,7 @@ use std::process::ExitCode;
 
 use autoregister::testserver::TestServer;
 
-const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
+const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...] [--seat-limit K]";
 
 struct Args {
     addr: String,
@@ -31,6 +33,7 @@ struct Args {
     flow_control: bool,
     kube_apiserver: bool,
     crd_groups: Vec<(String, String)>,
+    seat_limit: usize,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -45,6 +48,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         flow_control: true,
         kube_apiserver: false,
         crd_groups: Vec::new(),
+        seat_limit: 0,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -56,6 +60,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("token") => args.token = Some(parser.value()?.string()?),
             Long("history") => args.history = Some(parser.value()?.parse()?),
             Long("no-flow-control") => args.flow_control = false,
+            Long("seat-limit") => args.seat_limit = parser.value()?.parse()?,
             Long("kube-apiserver") => args.kube_apiserver = true,
             Long("crd-group") => {
                 let gv = parser.value()?.string()?;
@@ -101,7 +106,8 @@ fn main() -> ExitCode {
     let mut builder = TestServer::builder()
         .addr(args.addr.clone())
         .tls(args.tls_dir.is_some())
-        .flow_control(args.flow_control);
+        .flow_control(args.flow_control)
+        .seat_limit(args.seat_limit);
 
     if let Some(path) = &args.client_ca {
         match std::fs::read(path) {

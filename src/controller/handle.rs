@@ -195,12 +195,23 @@ impl Controller {
             let (slot, cancel) = (write_gate.clone(), cancel.clone());
             Arc::new(move || may_write(&cancel, &slot)) as WriteGate
         };
+        let reach = Arc::new(Reachability::new());
         let events = match &options.events_instance {
             // Its own client, so Event writes never queue behind (or delay) the controller's;
-            // the same gate and canceller, so none is sent after a stop or a lost lease.
+            // the same gate and canceller, so none is sent after a stop or a lost lease, and
+            // none to a server known to be down (Events are best-effort: dropped, not sent).
             Some(instance) => match Client::new(client.config().clone()) {
                 Ok(c) => EventRecorder::new(
-                    c.with_canceller(&cancel).with_write_gate(gate.clone()),
+                    c.with_canceller(&cancel).with_write_gate({
+                        let (gate, reach) = (gate.clone(), reach.clone());
+                        Arc::new(move || {
+                            gate()?;
+                            match reach.down() {
+                                Some(_) => Err("the API server cannot be reached".into()),
+                                None => Ok(()),
+                            }
+                        })
+                    }),
                     instance.clone(),
                     &options.field_manager,
                 ),
@@ -225,7 +236,7 @@ impl Controller {
             queue: Arc::new(RateLimitingQueue::with_defaults(QUEUE_NAME)),
             report: Reporters::new(Arc::new(ControllerMetrics::new()), events),
             threads: Mutex::new(Threads::default()),
-            reach: Arc::new(Reachability::new()),
+            reach,
             parked: Mutex::new(HashSet::new()),
         });
         let weak = Arc::downgrade(&inner);
