@@ -4,9 +4,12 @@
 //! Fairness), not that one request was unlucky: every write of this client would meet the
 //! same answer. So the client holds all its writes for that long (plus a little jitter),
 //! and no longer sends more writes at once than the server took: the writes still in
-//! flight when a 429 comes are what it could serve. Without the second half a hold only
-//! turns a seat limit into one burst of 429s a second. The window grows back by one write
-//! for each quiet period without a 429, and is dropped once it is no limit at all.
+//! flight when a 429 comes are what it could serve, and a 429 while already within a
+//! window means one less (a server's seat is freed a moment after its answer leaves, so
+//! a client exactly at the limit still collides now and then, and every collision costs
+//! a hold). Without the window a hold only turns a seat limit into one burst of 429s a
+//! second. The window grows back by one write for each quiet period without a 429, and is
+//! dropped once it is no limit at all.
 
 use std::time::{Duration, Instant};
 
@@ -116,8 +119,12 @@ impl Permit<'_> {
         let until = deadline_after(now, retry_after.saturating_add(jitter));
         s.hold_until = Some(s.hold_until.map_or(until, |h| h.max(until)));
         // This write is still counted: the others are `in_flight - 1`.
-        let others = s.in_flight.saturating_sub(1).max(1);
-        s.window = Some(s.window.map_or(others, |w| w.min(others)));
+        let others = s.in_flight.saturating_sub(1);
+        let window = match s.window {
+            None => others,
+            Some(w) => w.min(others).saturating_sub(1),
+        };
+        s.window = Some(window.max(1));
         s.changed = now;
     }
 }
@@ -151,27 +158,34 @@ mod tests {
     }
 
     #[test]
-    fn the_window_shrinks_to_the_writes_the_server_took() {
+    fn the_window_shrinks_below_the_writes_the_server_took() {
         let t = WriteThrottle::new(true);
-        let permits: Vec<Permit<'_>> = (0..5).map(|_| t.acquire(|| false).unwrap()).collect();
-        // Three of five are refused, one after the other; two stay in flight.
+        let permits: Vec<Permit<'_>> = (0..6).map(|_| t.acquire(|| false).unwrap()).collect();
         let mut permits = permits.into_iter();
-        for _ in 0..3 {
+        // The first 429: the five others still out are what the server may take.
+        let p = permits.next().unwrap();
+        p.throttled(Duration::from_millis(1));
+        drop(p);
+        assert_eq!(t.window(), Some(5));
+        // More 429s within the window: one less than the others each time.
+        for _ in 0..2 {
             let p = permits.next().unwrap();
             p.throttled(Duration::from_millis(1));
             drop(p);
         }
-        assert_eq!(t.window(), Some(2));
+        assert_eq!(t.window(), Some(2), "min(5, 3) - 1 = 2");
         let held: Vec<Permit<'_>> = permits.collect();
-        assert_eq!(held.len(), 2);
-        // A third write waits until one of the two ends.
+        assert_eq!(held.len(), 3);
+        // No more writes until fewer than two are in flight.
         let cancel_after = Instant::now() + Duration::from_millis(100);
         assert!(
             t.acquire(|| Instant::now() > cancel_after).is_none(),
-            "no room while two are in flight"
+            "no room while three are in flight"
         );
-        drop(held);
-        assert!(t.acquire(|| false).is_some());
+        let mut held = held.into_iter();
+        drop(held.next());
+        drop(held.next());
+        assert!(t.acquire(|| false).is_some(), "room once one is left");
     }
 
     #[test]
