@@ -226,3 +226,48 @@ fn a_stop_while_paused_for_a_stopped_server_is_immediate() {
         .count();
     assert_eq!(written, N, "only the first creates were written:\n{log}");
 }
+
+#[test]
+fn a_write_cut_short_on_a_healthy_server_pauses_only_until_the_watch_is_checked() {
+    let server = TestServer::start();
+    let s = Scratch::new("cut");
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
+    // The sync decisions at debug: "nothing to do" says b was decided again.
+    let p = Proc::run_env(
+        &server,
+        &s,
+        &["--events=false"],
+        &[("RUST_LOG", "info,autoregister::controller::sync=debug")],
+    );
+    assert!(
+        wait_until(|| stored(&server, "v1.a.example.com").is_some()),
+        "{}",
+        p.log()
+    );
+    let (lists, watches) = (server.count("list"), server.count("watch"));
+    // The next answer, the create of b, is cut mid-body: no answer, as from a server
+    // that went away, while the watch keeps flowing.
+    server.faults().cut_next_response();
+    s.write("b.yaml", &manifest("b.example.com", &[], 10));
+    let changed = Instant::now();
+    p.wait_log("writes paused");
+    p.wait_log("writes resume");
+    // The cut create was applied; deciding b again finds it done (or creates it).
+    assert!(
+        wait_until(|| {
+            let log = p.log();
+            log.contains("v1.b.example.com 6C: nothing to do")
+                || log.contains(
+                    "v1.b.example.com 2C create (absent, desired always; desired, absent): ok",
+                )
+        }),
+        "{}",
+        p.log()
+    );
+    let took = changed.elapsed();
+    // Checked by re-opening the watch at once, not by waiting for its timeout (minutes) or
+    // the reflector's backoff, and without a relist.
+    assert!(took < Duration::from_secs(5), "b settled after {took:?}");
+    assert_eq!(server.count("list"), lists, "no relist:\n{}", p.log());
+    assert!(server.count("watch") > watches, "{}", p.log());
+}
