@@ -272,6 +272,10 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Err(e) if e.is_cancelled() => {
             debug!(name, cell:% = cell, action = verb; "{name} {cell} {verb}: cancelled")
         }
+        // Said once for all names by the pause that follows.
+        Err(SyncError::Write(e)) if e.is_unreachable() => {
+            debug!(name, cell:% = cell, action = verb; "{name} {cell} {verb}: {e}; waiting for the server")
+        }
         Err(e) if e.is_benign() => info!(
             name, cell:% = cell, action = verb;
             "{name} {cell} {verb}: {e}; deciding again when the cache catches up"
