@@ -12,7 +12,7 @@ mod resource;
 mod status;
 mod string_map;
 pub mod time;
-pub mod validation;
+pub(crate) mod validation;
 mod watch;
 
 pub use apiservice::{
