@@ -13,7 +13,7 @@ mod secret;
 mod status;
 mod string_map;
 pub mod time;
-pub mod validation;
+pub(crate) mod validation;
 mod watch;
 
 pub use apiservice::{

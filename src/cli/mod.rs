@@ -4,6 +4,7 @@ pub mod args;
 pub mod connect;
 pub mod duration;
 pub mod logging;
+pub mod output;
 pub mod plan;
 pub mod run;
 pub mod signals;

@@ -32,6 +32,9 @@ pub struct Config {
     /// Longest run of an exec credential plugin before it is killed (default 30 s); a
     /// request's own timeout bounds it further.
     pub exec_timeout: Duration,
+    /// Hold every write for a 429's `Retry-After` and send no more writes at once than the
+    /// server took (default); `false` lets each request meet its own 429 (for comparisons).
+    pub throttle_writes: bool,
     /// Where this configuration came from, for messages (e.g. `kubeconfig /root/.kube/config, context kind`).
     pub origin: String,
     /// The proxy for every connection (kubeconfig `proxy-url`: http, https or socks5, with
@@ -135,6 +138,7 @@ impl Config {
             timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
             exec_timeout: DEFAULT_EXEC_TIMEOUT,
+            throttle_writes: true,
             origin: "explicit server".to_string(),
             proxy_url: None,
             user_agent: default_user_agent(),
@@ -175,6 +179,21 @@ fn default_user_agent() -> String {
     match program {
         Some(p) => format!("{p} {}", super::USER_AGENT),
         None => super::USER_AGENT.to_string(),
+    }
+}
+
+impl Config {
+    /// This configuration with a scheme on a server given as a bare `host:port`, as
+    /// client-go's `DefaultServerURL` (so kubectl) chooses it: `https://` when TLS is
+    /// configured (a CA, a client certificate or insecure-skip-tls-verify), else `http://`.
+    pub fn with_default_scheme(mut self) -> Config {
+        if !self.server.contains("://") {
+            let t = &self.tls;
+            let tls = t.ca_pem.is_some() || t.client_cert_pem.is_some() || t.insecure_skip_verify;
+            let scheme = if tls { "https" } else { "http" };
+            self.server = format!("{scheme}://{}", self.server);
+        }
+        self
     }
 }
 
@@ -282,5 +301,28 @@ mod tests {
         });
         let s = format!("{e:?}");
         assert!(!s.contains("sekrit") && s.contains("KEY"), "{s}");
+    }
+
+    #[test]
+    fn a_bare_host_gets_the_scheme_client_go_gives_it() {
+        let bare = Config::new("localhost:6443");
+        assert_eq!(
+            bare.clone().with_default_scheme().server,
+            "http://localhost:6443"
+        );
+        let mut with_ca = bare.clone();
+        with_ca.tls.ca_pem = Some(b"pem".to_vec());
+        assert_eq!(
+            with_ca.with_default_scheme().server,
+            "https://localhost:6443"
+        );
+        let mut insecure = bare;
+        insecure.tls.insecure_skip_verify = true;
+        assert_eq!(
+            insecure.with_default_scheme().server,
+            "https://localhost:6443"
+        );
+        let explicit = Config::new("http://10.0.0.1:8080").with_default_scheme();
+        assert_eq!(explicit.server, "http://10.0.0.1:8080");
     }
 }

@@ -10,6 +10,7 @@ use super::auth::Authenticator;
 use super::config::Config;
 use super::metrics::{host_label, RestMetrics, ERROR_CODE};
 use super::ratelimit::RequestLimiter;
+use super::throttle::WriteThrottle;
 use super::transport::{Canceller, Transport};
 use super::Error;
 use crate::api::Status;
@@ -51,6 +52,8 @@ struct Inner {
     transport: Transport,
     auth: Authenticator,
     limiter: RequestLimiter,
+    /// Holds and paces writes after a 429 (shared by every clone).
+    throttle: WriteThrottle,
     metrics: Arc<RestMetrics>,
     /// `host` label of the metrics: the server URL's authority.
     host: String,
@@ -91,11 +94,24 @@ impl Verb {
 impl Client {
     /// Builds a client (TLS, credentials, rate limiter) from `config`.
     ///
-    /// Userinfo in the server URL becomes basic auth (see [`Config::normalize_server`]).
-    /// Credentials go only over TLS: toward an `http://` server none is sent (no token,
-    /// password, client certificate or exec plugin run), as client-go loads none, and a
-    /// warning says so.
-    pub fn new(mut config: Config) -> Result<Client, Error> {
+    /// A server given as a bare `host:port` gets a scheme as kubectl gives it (see
+    /// [`Config::with_default_scheme`]); userinfo in the server URL becomes basic auth (see
+    /// [`Config::normalize_server`]). Credentials go only over TLS: toward an `http://`
+    /// server none is sent (no token, password, client certificate or exec plugin run), as
+    /// client-go loads none, and a warning says so.
+    pub fn new(config: Config) -> Result<Client, Error> {
+        Client::build(config, true)
+    }
+
+    /// A client of the same configuration with its own connections and rate limiter (so
+    /// its requests never queue behind this one's), which does not log the rate-limit
+    /// choice again: this client has (the Events client).
+    pub fn sibling(&self) -> Result<Client, Error> {
+        Client::build(self.inner.config.clone(), false)
+    }
+
+    fn build(config: Config, announce: bool) -> Result<Client, Error> {
+        let mut config = config.with_default_scheme();
         config.normalize_server();
         if !config.is_tls() && config.has_credentials() {
             log::warn!(
@@ -109,7 +125,8 @@ impl Client {
         }
         let transport = Transport::new(&config)?;
         let auth = Authenticator::new(&config)?;
-        let limiter = RequestLimiter::new(&config);
+        let limiter = RequestLimiter::new(&config, announce);
+        let throttle = WriteThrottle::new(config.throttle_writes);
         let host = host_label(&config.server);
         let impersonate = config.impersonate.headers();
         for (name, value) in &impersonate {
@@ -126,6 +143,7 @@ impl Client {
                 transport,
                 auth,
                 limiter,
+                throttle,
                 metrics: Arc::new(RestMetrics::new()),
                 host,
             }),
@@ -320,6 +338,15 @@ impl Client {
             if cancelled() || !self.inner.limiter.acquire(cancelled) {
                 return Err(Error::Cancelled);
             }
+            // Writes wait out a 429's hold and the write window; reads (the reflector's)
+            // have their own backoff.
+            let permit = match verb {
+                Verb::Get => None,
+                _ => match self.inner.throttle.acquire(cancelled) {
+                    Some(p) => Some(p),
+                    None => return Err(Error::Cancelled),
+                },
+            };
             let mut builder = http::Request::builder()
                 .method(verb.method())
                 .uri(&url)
@@ -372,7 +399,13 @@ impl Client {
                 retried_auth = true;
                 continue;
             }
-            return Err(error_from_response(resp));
+            let e = error_from_response(resp);
+            if let (Some(p), true) = (&permit, e.is_too_many_requests()) {
+                if let Some(ra) = e.retry_after() {
+                    p.throttled(ra);
+                }
+            }
+            return Err(e);
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::controller::Controller;
 pub struct OpsSources {
     pub(crate) metrics: Vec<Arc<dyn MetricsSource>>,
     pub(crate) checks: Vec<(String, ReadyCheck)>,
-    /// Liveness checks for `/healthz`.
+    /// Liveness checks for `/livez` and `/healthz`.
     pub(crate) health: Vec<(String, ReadyCheck)>,
 }
 
@@ -27,6 +27,7 @@ impl OpsSources {
     pub fn for_controller(controller: &Controller) -> Self {
         let c = controller.clone();
         let own = controller.clone();
+        let reach = controller.clone();
         let liveness = controller.liveness().clone();
         OpsSources::new()
             .health_check("threads", move || liveness.check())
@@ -34,6 +35,15 @@ impl OpsSources {
             .metrics(controller.queue_metrics())
             .metrics(controller.client().metrics().clone())
             .metrics(Arc::new(super::ProcessMetrics))
+            .metrics(Arc::new(super::BuildInfo))
+            .readiness_check("apiserver-reachable", move || match reach.unreachable() {
+                // Alive (healthz stays 200) but not doing its job: writes wait for the server.
+                Some((down, why)) => Err(format!(
+                    "the API server has not answered for {:.0}s ({why}); writes paused",
+                    down.as_secs_f64()
+                )),
+                None => Ok(()),
+            })
             .readiness_check("apiservice-cache-synced", move || {
                 // A controller not started yet (a standby waiting for leadership) has no
                 // cache to wait for; it is ready to take over.
@@ -51,7 +61,7 @@ impl OpsSources {
         self
     }
 
-    /// Adds a named liveness check to `/healthz`: `503` naming it and its reason while it
+    /// Adds a named liveness check to `/livez` and `/healthz`: `503` naming it and its reason while it
     /// fails (a thread the process needs has died or is stuck), so the kubelet restarts us.
     pub fn health_check(
         mut self,

@@ -5,6 +5,7 @@ pub mod clock;
 pub mod leader;
 pub mod liveness;
 pub mod prng;
+pub mod reachability;
 pub mod reflector;
 pub mod store;
 pub mod workqueue;

@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::core_kinds;
 use super::errors::FieldError;
 use super::event_validation;
+use super::selector::{metadata_fields, FieldPath};
 use super::validation;
 
 /// Validation hook: `Err` is a decode failure (400), `Ok(errors)` field errors (422 when any).
@@ -28,6 +29,8 @@ pub(crate) struct Kind {
     /// Undeclared fields of a body, for `fieldValidation=Strict`; unknown fields are otherwise
     /// stored and returned as given.
     pub(crate) unknown_fields: fn(&Value) -> Vec<String>,
+    /// The field selector labels it supports, resolved into the stored object.
+    pub(crate) fields: FieldPath,
 }
 
 impl Kind {
@@ -61,6 +64,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: validation::default_apiservice,
         validate: validation::validate_apiservice,
         unknown_fields: validation::unknown_apiservice_fields,
+        fields: metadata_fields,
     },
     // Sources of CA bundles (the controller reads one named object of each).
     Kind {
@@ -76,6 +80,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: core_kinds::default_secret,
         validate: core_kinds::validate_secret,
         unknown_fields: |_| Vec::new(),
+        fields: metadata_fields,
     },
     Kind {
         group: "",
@@ -90,6 +95,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: |_| {},
         validate: core_kinds::validate_configmap,
         unknown_fields: |_| Vec::new(),
+        fields: metadata_fields,
     },
     Kind {
         group: "coordination.k8s.io",
@@ -104,6 +110,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: |_| {},
         validate: validation::validate_lease,
         unknown_fields: |_| Vec::new(),
+        fields: metadata_fields,
     },
     Kind {
         group: "events.k8s.io",
@@ -118,6 +125,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: |_| {},
         validate: event_validation::validate_event,
         unknown_fields: |_| Vec::new(),
+        fields: super::core_events::event_fields,
     },
 ];
 

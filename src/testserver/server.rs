@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::{self, BufReader};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -16,8 +16,9 @@ use super::faults::Faults;
 use super::http::{self, Conn, Request, Response};
 use super::kinds::{self, Kind};
 use super::requestlog::{RequestLog, RequestRecord};
+use super::seats::Seats;
 use super::store::Store;
-use super::{admin, discovery, managedfields, rest, watch};
+use super::{admin, core_events, discovery, managedfields, rest, watch};
 
 /// State shared by every connection thread.
 pub(crate) struct Shared {
@@ -39,6 +40,12 @@ pub(crate) struct Shared {
     /// kube-apiserver mode's controller, when on.
     pub(crate) kas: Option<super::kas::KubeApiserver>,
     pub(crate) stopping: AtomicBool,
+    /// Playing a stopped server: connections are closed as soon as they are accepted.
+    pub(crate) down: AtomicBool,
+    /// Connections closed unanswered while `down`.
+    pub(crate) refused: AtomicUsize,
+    /// The seat limit (API Priority and Fairness) and requests in flight.
+    pub(crate) seats: Seats,
     conns: Mutex<HashMap<u64, TcpStream>>,
     next_conn: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -91,6 +98,9 @@ impl Shared {
             flow_control: true,
             kas,
             stopping: AtomicBool::new(false),
+            down: AtomicBool::new(false),
+            refused: AtomicUsize::new(0),
+            seats: Seats::default(),
             conns: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
             threads: Mutex::new(Vec::new()),
@@ -121,6 +131,11 @@ pub(crate) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             break;
         }
         let Ok(stream) = stream else { continue };
+        if shared.down.load(Ordering::SeqCst) {
+            shared.refused.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.shutdown(Shutdown::Both);
+            continue;
+        }
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         let Ok(clone) = stream.try_clone() else {
             continue;
@@ -215,6 +230,11 @@ enum Route {
         name: Option<String>,
         subresource: Option<String>,
     },
+    /// `core/v1` Events: a read-only view of the `events.k8s.io/v1` ones.
+    CoreEvents {
+        namespace: Option<String>,
+        name: Option<String>,
+    },
     NotFound,
 }
 
@@ -232,6 +252,16 @@ fn route(shared: &Shared, path: &str) -> Route {
         ["healthz"] | ["readyz"] | ["livez"] => Route::Public(Value::String("ok".into())),
         ["api"] => Route::Discovery(Some(discovery::core_versions(&addr))),
         ["api", "v1"] => Route::Discovery(Some(discovery::core_resources())),
+        ["api", "v1", "events"] => Route::CoreEvents {
+            namespace: None,
+            name: None,
+        },
+        ["api", "v1", "namespaces", ns, "events", rest @ ..] if rest.len() <= 1 => {
+            Route::CoreEvents {
+                namespace: Some(ns.to_string()),
+                name: rest.first().map(|n| n.to_string()),
+            }
+        }
         ["openapi", "v3"] => Route::Discovery(Some(discovery::openapi_v3_root())),
         ["openapi", "v3", "apis", g, v] => {
             Route::Discovery(discovery::openapi_v3_group_version(g, v))
@@ -339,8 +369,15 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
     if shared.stopping.load(Ordering::SeqCst) || shared.store.state.lock().epoch != epoch {
         return Ok(false);
     }
+    // A seat for the whole request, latency included; watches take none. A rejection is
+    // answered at once, as APF's is.
+    let seat = if req.query_bool("watch") {
+        Ok(None)
+    } else {
+        shared.seats.take().map(Some)
+    };
     let latency = shared.faults.latency();
-    if !latency.is_zero() {
+    if !latency.is_zero() && seat.is_ok() {
         std::thread::sleep(latency);
     }
     let route = route(shared, &req.path);
@@ -396,6 +433,13 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
             }
         }
         Route::NotFound => Err(errors::path_not_found()),
+        Route::CoreEvents { namespace, name } => {
+            rec.verb = verb_of(&req.method, name.is_some(), req.query_bool("watch")).into();
+            rec.resource = Some("events".into());
+            rec.namespace = namespace.clone();
+            rec.name = name.clone();
+            core_events::serve(&shared.store, req, namespace.as_deref(), name.as_deref())
+        }
         Route::Resource {
             kind,
             namespace,
@@ -424,6 +468,11 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
             });
             if let Err(e) = denied {
                 Err(e)
+            } else if let Err(retry_after) = &seat {
+                Err(errors::injected(
+                    429,
+                    Some(u32::try_from(*retry_after).unwrap_or(u32::MAX)),
+                ))
             } else if let Some((code, retry)) = shared.faults.take_failure(verb) {
                 Err(errors::injected(code, retry))
             } else if verb == "watch" {
@@ -526,7 +575,7 @@ fn serve_watch(
     mut rec: RequestRecord,
     epoch: u64,
 ) -> io::Result<bool> {
-    let wr = match watch::parse(req) {
+    let wr = match watch::parse(req, kind) {
         Ok(w) => w,
         Err(e) => {
             let mut resp = status_response(&e);
