@@ -64,8 +64,8 @@ impl Denials {
                 && r.resource == a.kind.plural
                 && r.namespace
                     .as_deref()
-                    .map_or(true, |n| Some(n) == a.namespace)
-                && r.name.as_deref().map_or(true, |n| Some(n) == a.name)
+                    .is_none_or(|n| Some(n) == a.namespace)
+                && r.name.as_deref().is_none_or(|n| Some(n) == a.name)
         });
         if denied {
             Err(forbidden(a))
