@@ -83,6 +83,7 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
                 synced_once: false,
                 present_at_start: existing.contains_key(name),
                 desired_set_empty: desired.is_empty(),
+                withdrawal: Default::default(),
             },
         );
         let verb = d.action.verb();

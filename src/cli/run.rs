@@ -89,6 +89,7 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
             adopt: o.adopt,
             allow_empty: o.allow_empty,
             events_instance: args.events.then(|| identity.clone()),
+            withdraw_unavailable: args.withdraw_unavailable,
             ..ControllerOptions::default()
         },
     );
@@ -242,6 +243,16 @@ fn once(
             Ok(()) => {
                 let (_, total) = controller.progress();
                 info!("converged: {total} APIServices");
+                if args.wait_available {
+                    match super::available::wait(controller, deadline) {
+                        super::available::Available::Yes => {}
+                        super::available::Available::Stopped => return End::Signal,
+                        super::available::Available::TimedOut => {
+                            controller.events().flush(EVENT_FLUSH);
+                            return End::TimedOut;
+                        }
+                    }
+                }
                 // The Events of this run's writes, before shutdown drops what is queued.
                 controller.events().flush(EVENT_FLUSH);
                 return End::Converged;

@@ -5,8 +5,10 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
+use super::availability::Availability;
 use super::decision::{
     decide, Action, Cell, Current, Decision, Facts, Ownership, ONSTART_CREATED_AFTER_START,
+    WITHDRAW_UNAVAILABLE,
 };
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
@@ -33,6 +35,8 @@ pub(crate) struct SyncContext<'a> {
     pub may_write: &'a dyn Fn() -> Result<(), String>,
     /// Metrics, Events and "left alone" notices.
     pub report: &'a Reporters,
+    /// Availability and withdrawal of unavailable registrations.
+    pub availability: &'a Availability,
 }
 
 /// The soonest retry of a write answered NotFound, Conflict or AlreadyExists. The change
@@ -100,9 +104,11 @@ pub(crate) fn plan(
     state: &State,
     store: &Store<APIService>,
     ownership: &Ownership,
+    availability: &Availability,
     name: &str,
 ) -> Decision {
     let desired = state.desired(name);
+    let withdrawal = availability.withdrawal(name, desired.as_ref());
     let cached = store.get(name);
     let current = match cached.as_deref() {
         Some(obj) => Current::Present(obj),
@@ -116,6 +122,7 @@ pub(crate) fn plan(
             synced_once: state.synced_once(name),
             present_at_start: state.present_at_start(name),
             desired_set_empty: state.desired_is_empty(),
+            withdrawal,
         },
     )
 }
@@ -128,7 +135,8 @@ pub(crate) fn plan(
 /// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
 /// and the sync ends as a cancelled write.
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
-    let decision = plan(cx.state, cx.store, cx.ownership, name);
+    let decision = plan(cx.state, cx.store, cx.ownership, cx.availability, name);
+    let withdrawing = decision.reason == WITHDRAW_UNAVAILABLE;
     let cell = decision.cell;
     let why = Why(cell, decision.reason);
     let uid = cx
@@ -199,7 +207,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             };
             (
                 "delete",
-                Some(EventReason::Deregistered),
+                // A withdrawal has an Event of its own.
+                (!withdrawing).then_some(EventReason::Deregistered),
                 write(cx.api.delete(&n, &p).map(|()| Some(uid))),
             )
         }
@@ -213,7 +222,14 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
                     .events
                     .record(name, written_uid.as_deref(), reason, &note);
             }
-            if cx.state.synced_once(name) {
+            // Our own withdrawal and restore undo nobody's work.
+            let ours = if withdrawing {
+                cx.availability.withdrawn(name, written_uid.as_deref());
+                true
+            } else {
+                verb == "create" && cx.availability.created(name, written_uid.as_deref())
+            };
+            if cx.state.synced_once(name) && !ours {
                 notice_contested(cx, name, verb);
             }
         }
@@ -339,6 +355,15 @@ mod tests {
             report: &Reporters::new(
                 Arc::new(crate::controller::metrics::ControllerMetrics::new()),
                 crate::controller::events::EventRecorder::disabled(),
+            ),
+            availability: &Availability::new(
+                api.client().clone(),
+                Default::default(),
+                Arc::new(crate::runtime::workqueue::RateLimitingQueue::with_defaults(
+                    "t",
+                )),
+                crate::controller::events::EventRecorder::disabled(),
+                None,
             ),
         };
         let e = sync(&cx, "v1.x.example.com").unwrap_err();

@@ -19,20 +19,30 @@ pub(crate) fn version() -> Value {
     })
 }
 
-/// `/api`: the core group's versions (no core resources are served).
+/// `/api`: the core group's versions (`v1` when some core kind is served).
 pub(crate) fn core_versions(addr: &str) -> Value {
+    // Advertising v1 with an empty resource list makes kubectl report "received empty
+    // response for: v1" on every discovery: v1 only when it has resources.
+    let versions: Vec<&str> = if KINDS.iter().any(|k| k.group.is_empty()) {
+        vec!["v1"]
+    } else {
+        Vec::new()
+    };
     json!({
         "kind": "APIVersions",
-        // No core resources are served; advertising v1 with an empty list makes kubectl
-        // report "received empty response for: v1" on every discovery.
-        "versions": [],
+        "versions": versions,
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}]
     })
 }
 
-/// `/api/v1`: empty resource list.
+/// `/api/v1`: the core kinds served.
 pub(crate) fn core_resources() -> Value {
-    json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": []})
+    let resources: Vec<Value> = KINDS
+        .iter()
+        .filter(|k| k.group.is_empty())
+        .flat_map(resource_doc)
+        .collect();
+    json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": resources})
 }
 
 fn groups() -> Vec<&'static str> {
@@ -123,7 +133,8 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Option<Value> {
 /// `/openapi/v3`: where each group version's document is.
 pub(crate) fn openapi_v3_root() -> Value {
     let mut paths = serde_json::Map::new();
-    for k in KINDS {
+    // Core kinds have no document here (kubectl validates them without one).
+    for k in KINDS.iter().filter(|k| !k.group.is_empty()) {
         let gv = format!("apis/{}/{}", k.group, k.version);
         paths.insert(
             gv.clone(),

@@ -233,36 +233,40 @@ fn route(shared: &Shared, path: &str) -> Route {
         ["apis"] => Route::Discovery(Some(discovery::group_list())),
         ["apis", g] => Route::Discovery(discovery::group(g)),
         ["apis", g, v] => Route::Discovery(discovery::resource_list(g, v)),
-        ["apis", g, v, rest @ ..] => {
-            let (namespace, rest) = match rest {
-                ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(ns.to_string()), tail),
-                _ => (None, rest),
-            };
-            let Some((plural, tail)) = rest.split_first() else {
-                return Route::NotFound;
-            };
-            let Some(kind) = kinds::find(g, v, plural) else {
-                return Route::NotFound;
-            };
-            if namespace.is_some() != kind.namespaced && !(kind.namespaced && tail.is_empty()) {
-                return Route::NotFound;
-            }
-            let (name, subresource) = match tail {
-                [] => (None, None),
-                [n] => (Some(n.to_string()), None),
-                [n, "status"] if kind.status_subresource => {
-                    (Some(n.to_string()), Some("status".to_string()))
-                }
-                _ => return Route::NotFound,
-            };
-            Route::Resource {
-                kind,
-                namespace,
-                name,
-                subresource,
-            }
-        }
+        ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
+        ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         _ => Route::NotFound,
+    }
+}
+
+/// A resource path under a group version: `[namespaces/NS/]PLURAL[/NAME[/status]]`.
+fn resource_route(g: &str, v: &str, rest: &[&str]) -> Route {
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(ns.to_string()), tail),
+        _ => (None, rest),
+    };
+    let Some((plural, tail)) = rest.split_first() else {
+        return Route::NotFound;
+    };
+    let Some(kind) = kinds::find(g, v, plural) else {
+        return Route::NotFound;
+    };
+    if namespace.is_some() != kind.namespaced && !(kind.namespaced && tail.is_empty()) {
+        return Route::NotFound;
+    }
+    let (name, subresource) = match tail {
+        [] => (None, None),
+        [n] => (Some(n.to_string()), None),
+        [n, "status"] if kind.status_subresource => {
+            (Some(n.to_string()), Some("status".to_string()))
+        }
+        _ => return Route::NotFound,
+    };
+    Route::Resource {
+        kind,
+        namespace,
+        name,
+        subresource,
     }
 }
 

@@ -18,17 +18,31 @@ pub enum EventReason {
     /// Refused to delete managed APIServices because the desired set became empty
     /// (Warning, action `Delete`; `--allow-empty` permits it).
     EmptySetRefused,
+    /// An APIService of ours became unavailable (Warning, action `Check`): its
+    /// `Available` condition turned `False`.
+    Unavailable,
+    /// An APIService of ours became available again (action `Check`).
+    Available,
+    /// Deleted an APIService of ours that stayed unavailable, held as withdrawn until its
+    /// backend looks ready (Warning, action `Delete`).
+    Withdrawn,
+    /// Registered a withdrawn APIService again: its backend looks ready (action `Create`).
+    Restored,
 }
 
 impl EventReason {
     /// Every reason, for documentation and tests.
-    pub const ALL: [EventReason; 6] = [
+    pub const ALL: [EventReason; 10] = [
         EventReason::Registered,
         EventReason::Updated,
         EventReason::Deregistered,
         EventReason::Adopted,
         EventReason::NotOwned,
         EventReason::EmptySetRefused,
+        EventReason::Unavailable,
+        EventReason::Available,
+        EventReason::Withdrawn,
+        EventReason::Restored,
     ];
 
     /// The Event's `reason`, CamelCase as Kubernetes writes them.
@@ -40,13 +54,20 @@ impl EventReason {
             EventReason::Adopted => "Adopted",
             EventReason::NotOwned => "NotOwned",
             EventReason::EmptySetRefused => "EmptySetRefused",
+            EventReason::Unavailable => "Unavailable",
+            EventReason::Available => "Available",
+            EventReason::Withdrawn => "Withdrawn",
+            EventReason::Restored => "Restored",
         }
     }
 
     /// `Normal` for a write, `Warning` for a refusal an operator should look at.
     pub fn event_type(self) -> &'static str {
         match self {
-            EventReason::NotOwned | EventReason::EmptySetRefused => "Warning",
+            EventReason::NotOwned
+            | EventReason::EmptySetRefused
+            | EventReason::Unavailable
+            | EventReason::Withdrawn => "Warning",
             _ => "Normal",
         }
     }
@@ -54,9 +75,12 @@ impl EventReason {
     /// The Event's `action`: what was done, or (for a refusal) not done.
     pub fn action(self) -> &'static str {
         match self {
-            EventReason::Registered => "Create",
+            EventReason::Registered | EventReason::Restored => "Create",
             EventReason::Updated => "Update",
-            EventReason::Deregistered | EventReason::EmptySetRefused => "Delete",
+            EventReason::Deregistered | EventReason::EmptySetRefused | EventReason::Withdrawn => {
+                "Delete"
+            }
+            EventReason::Unavailable | EventReason::Available => "Check",
             EventReason::Adopted => "Adopt",
             EventReason::NotOwned => "Skip",
         }
