@@ -552,10 +552,10 @@ impl Controller {
         if let Some(r) = &self.inner.threads.lock().reflector {
             r.stop();
         }
+        self.inner.availability.stop();
         self.inner.cancel.cancel();
         // No Event write after a stop either.
         self.inner.report.events.stop();
-        self.inner.availability.stop();
         self.inner.state.wake_all();
     }
 
