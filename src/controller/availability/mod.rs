@@ -140,6 +140,10 @@ impl Availability {
         let now = Observed::of(obj);
         let transition = {
             let mut entries = self.entries.lock();
+            if now == Observed::Unknown && !entries.contains_key(name) {
+                // No aggregator reports on it (yet): nothing to remember.
+                return;
+            }
             let entry = entries.entry(name.to_string()).or_default();
             let before = entry.observed.replace(now.clone());
             entry
