@@ -38,6 +38,9 @@ pub use withdraw::{Policy, ANNOTATION, MAX_HOLD};
 struct Entry {
     /// The availability of our cached object (`Unknown` when absent or not ours).
     observed: Option<Observed>,
+    /// The last unavailability seen, kept when the object goes (a withdrawal's delete event
+    /// may arrive before its answer).
+    last_unavailable: Option<Observed>,
     /// Withdrawal bookkeeping.
     record: Record,
     /// Withdrawal is on for the desired name, after this long unavailable.
@@ -146,6 +149,9 @@ impl Availability {
             }
             let entry = entries.entry(name.to_string()).or_default();
             let before = entry.observed.replace(now.clone());
+            if now.is_unavailable() {
+                entry.last_unavailable = Some(now.clone());
+            }
             entry
                 .record
                 .observe(now.is_unavailable(), now.is_available(), Instant::now());
@@ -232,7 +238,7 @@ impl Availability {
             };
             let after = entry.after.unwrap_or_default();
             let reason = entry
-                .observed
+                .last_unavailable
                 .as_ref()
                 .map_or_else(|| "unavailable".to_string(), ToString::to_string);
             let hold = entry.record.withdraw(after, Instant::now());
