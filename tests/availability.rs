@@ -465,3 +465,62 @@ fn once_wait_available_waits_for_availability_within_the_timeout() {
         Proc::run(&server, &scratch, &["--wait-available"]).wait_exit(Duration::from_secs(10));
     assert_eq!(code, 2, "{log}");
 }
+
+#[test]
+fn plan_shows_availability_and_withdrawn_names_with_why() {
+    let server = kas();
+    let scratch = Scratch::new("avail-plan");
+    let mut text = manifest("a.example.com", Some(("ns", "gone")), Some("1s"), None);
+    text += &manifest("b.example.com", Some(("ns", "gone")), Some("never"), None);
+    text += &manifest("local.example.com", None, None, None);
+    scratch.write("a.yaml", &text);
+    let p = Proc::run(&server, &scratch, &[]);
+    p.wait_log("v1.a.example.com withdrawn after 1s");
+    assert!(wait_until(|| events(
+        &server,
+        "v1.a.example.com",
+        "Withdrawn"
+    )
+    .len()
+        == 1));
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
+
+    let (code, out) = Proc::command("plan", &server, &scratch, &[]).wait_exit(binary::WAIT);
+    assert_eq!(code, 0, "{out}");
+    let row = |name: &str| -> Vec<String> {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{out}"))
+            .split_whitespace()
+            .take(4)
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(
+        row("NAME"),
+        ["NAME", "CELL", "ACTION", "AVAILABLE"],
+        "{out}"
+    );
+    assert_eq!(
+        row("v1.a.example.com"),
+        ["v1.a.example.com", "2C", "create", "-"]
+    );
+    assert_eq!(
+        row("v1.b.example.com"),
+        ["v1.b.example.com", "6C", "none", "False"]
+    );
+    assert_eq!(
+        row("v1.apps"),
+        ["v1.apps", "3A", "none", "-"],
+        "not ours: no column"
+    );
+    assert!(
+        out.contains(r#"    unavailable: ServiceNotFound (service/gone in "ns" is not present)"#),
+        "{out}"
+    );
+    assert!(
+        out.contains("    withdrawn by a running instance: v1.a.example.com withdrawn after 1s unavailable: ServiceNotFound"),
+        "{out}"
+    );
+}

@@ -6,6 +6,7 @@ pub mod connect;
 pub mod duration;
 pub mod logging;
 pub mod plan;
+mod plan_availability;
 pub mod run;
 pub mod signals;
 

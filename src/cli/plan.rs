@@ -10,6 +10,7 @@ use autoregister::runtime::reflector::list_all;
 use crossbeam_channel::RecvTimeoutError;
 
 use super::args::PlanArgs;
+use super::plan_availability as availability;
 use super::{connect, exit, Failure};
 
 /// Beyond `--timeout`, how long the whole plan may take (several pages of a list).
@@ -42,7 +43,7 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
             .map(|_| done_tx)
             .map_err(|e| Failure::failed(format!("cannot start the timeout thread: {e}")))?
     };
-    let api: Api<APIService> = Api::all(client.with_canceller(&cancel));
+    let api: Api<APIService> = Api::all(client.clone().with_canceller(&cancel));
     let listed = list_all(&api, 500, None, &cancel);
     drop(timer);
     let existing: BTreeMap<String, APIService> = match listed {
@@ -67,9 +68,27 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         Err(e) => return Err(Failure::failed(format!("cannot list APIServices: {e}"))),
     };
     let names: BTreeSet<&String> = desired.keys().chain(existing.keys()).collect();
+    // Desired names with no object: a running instance may hold them withdrawn.
+    let absent: Vec<&str> = desired
+        .keys()
+        .filter(|n| !existing.contains_key(*n))
+        .map(String::as_str)
+        .collect();
+    let withdrawn = match availability::withdrawn(&client, &cancel, &absent) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!(
+                "autoregister: cannot tell which APIServices are withdrawn (listing Events: {e})"
+            );
+            BTreeMap::new()
+        }
+    };
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     let width = names.iter().map(|n| n.len()).max().unwrap_or(4).max(4);
-    println!("{:width$}  CELL  {:7}  REASON", "NAME", "ACTION");
+    println!(
+        "{:width$}  CELL  {:7}  {:9}  REASON",
+        "NAME", "ACTION", "AVAILABLE"
+    );
     for name in names {
         let current = existing
             .get(name)
@@ -92,11 +111,19 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
             Action::Blocked(why) => format!(": {why}"),
             _ => String::new(),
         };
+        let current = existing.get(name);
         println!(
-            "{name:width$}  {:<4}  {verb:7}  {}{detail}",
+            "{name:width$}  {:<4}  {verb:7}  {:9}  {}{detail}",
             d.cell.to_string(),
+            availability::column(current, &ownership),
             d.reason
         );
+        if let Some(why) = availability::detail(current, &ownership) {
+            println!("    {why}");
+        }
+        if let Some(note) = withdrawn.get(name.as_str()) {
+            println!("    withdrawn by a running instance: {note}");
+        }
     }
     let summary: Vec<String> = counts.iter().map(|(v, n)| format!("{n} {v}")).collect();
     println!(
