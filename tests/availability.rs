@@ -399,9 +399,14 @@ fn withdrawal_is_off_by_default_and_the_annotation_opts_one_object_in() {
     assert!(stored(&server, "v1.opted.example.com").is_none());
     // The plain one has been unavailable as long: kept.
     assert_eq!(uid(&server, "v1.plain.example.com"), plain_uid);
-    // Only the opted-in object's namespace is watched.
+    // Only the opted-in object's namespace is watched, and only while it is desired.
     assert_eq!(watched(&server, "services"), ["opted-ns"]);
     assert_eq!(watched(&server, "endpointslices"), ["opted-ns"]);
+    scratch.write(
+        "a.yaml",
+        &manifest("plain.example.com", Some(("plain-ns", "svc")), None, None),
+    );
+    p.wait_log(r#"no longer watching Services and EndpointSlices in "opted-ns""#);
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
 
