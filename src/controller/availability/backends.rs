@@ -186,6 +186,16 @@ impl Backends {
         v
     }
 
+    /// Whether the Services and EndpointSlices of `ns` are watched and listed: only then can a
+    /// withdrawn APIService there be seen coming back.
+    pub(crate) fn is_synced(&self, ns: &str) -> bool {
+        self.state
+            .lock()
+            .namespaces
+            .get(ns)
+            .is_some_and(|w| w.services.has_synced() && w.slices.has_synced())
+    }
+
     /// Whether the backend of `svc` looks ready, as kube-aggregator's checks would find it:
     /// `Ok`, or why not.
     pub(crate) fn ready(&self, svc: &ServiceReference) -> Result<(), String> {

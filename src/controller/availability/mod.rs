@@ -51,6 +51,8 @@ struct Entry {
     withdrawals: u64,
     /// The bad annotation already warned about.
     warned: Option<String>,
+    /// Said that a due withdrawal waits for the backend watch.
+    warned_unwatched: bool,
 }
 
 /// Availability tracking and withdrawal for one controller.
@@ -226,6 +228,22 @@ impl Availability {
             self.queue
                 .add_after(name.to_string(), at.saturating_duration_since(now));
         }
+        if w == Withdrawal::Due {
+            // What could not be seen coming back is never taken away: withdraw only while the
+            // backend's namespace is listed (the listing brings the name back here).
+            let ns = service.as_ref().map_or("", |s| &*s.namespace);
+            if !self.backends.is_synced(ns) {
+                let mut entries = self.entries.lock();
+                if let Some(e) = entries.get_mut(name).filter(|e| !e.warned_unwatched) {
+                    e.warned_unwatched = true;
+                    warn!(
+                        "{name}: unavailable long enough to be withdrawn, but kept: Services and \
+                         EndpointSlices in {ns:?} are not listed (yet), so its return could not be seen"
+                    );
+                }
+                return Withdrawal::Keep;
+            }
+        }
         w
     }
 
@@ -299,14 +317,16 @@ impl Availability {
             .is_some_and(|e| e.record.withdrawn.is_some())
     }
 
-    /// A Service or EndpointSlice in `ns` changed: decide the withdrawn names there again.
+    /// A Service or EndpointSlice in `ns` changed: decide the withdrawn names there again (and
+    /// unavailable ones, whose withdrawal may have waited for this namespace's listing).
     fn backend_changed(&self, ns: &str) {
         let names: Vec<String> = self
             .entries
             .lock()
             .iter()
             .filter(|(_, e)| {
-                e.record.withdrawn.is_some() && e.service.as_ref().is_some_and(|(n, _)| n == ns)
+                (e.record.withdrawn.is_some() || e.record.unavailable_since.is_some())
+                    && e.service.as_ref().is_some_and(|(n, _)| n == ns)
             })
             .map(|(name, _)| name.clone())
             .collect();
@@ -415,5 +435,80 @@ impl Availability {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{
+        APIServiceCondition, APIServiceSpec, APIServiceStatus, ServiceReference, DEFAULT_LABEL_KEY,
+    };
+    use crate::client::Config;
+    use crate::controller::decision::SyncMode;
+
+    fn unavailable(name: &str) -> APIService {
+        let mut o = APIService::new(
+            name,
+            APIServiceSpec {
+                service: Some(ServiceReference {
+                    namespace: "ns".into(),
+                    name: "svc".into(),
+                    port: Some(443),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        );
+        o.metadata.set_label(DEFAULT_LABEL_KEY, "true");
+        o.metadata.uid = Some("uid-1".into());
+        o.status = Some(Box::new(APIServiceStatus {
+            conditions: Some(vec![APIServiceCondition {
+                type_: "Available".into(),
+                status: "False".into(),
+                reason: Some("ServiceNotFound".into()),
+                message: Some(r#"service/svc in "ns" is not present"#.into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }));
+        o
+    }
+
+    #[test]
+    fn nothing_is_withdrawn_while_its_backend_namespace_is_not_listed() {
+        // Never started: the namespace is tracked but not listed (as with a 403 on the list).
+        let client = Client::new(Config::new("http://127.0.0.1:9")).unwrap();
+        let queue = Arc::new(RateLimitingQueue::with_defaults("test"));
+        let a = Availability::new(
+            client,
+            ReflectorOptions::default(),
+            queue,
+            EventRecorder::disabled(),
+            Some(Duration::from_millis(1)),
+        );
+        let obj = unavailable("v1.x.example.com");
+        let desired = Desired::new(&obj, SyncMode::Always);
+        a.track_desired("v1.x.example.com", Some(&desired));
+        assert_eq!(a.watched_namespaces(), ["ns"]);
+        a.observe(&obj, true);
+        // The clock moves past the 1 ms allowed.
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            a.withdrawal("v1.x.example.com", Some(&desired)),
+            Withdrawal::Keep
+        );
+        let text = a.render_prometheus();
+        assert!(
+            text.contains("autoregister_apiservice_available{apiservice=\"v1.x.example.com\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("autoregister_apiservice_withdrawn{apiservice=\"v1.x.example.com\"} 0\n"),
+            "{text}"
+        );
+        // Removed from the desired set: no longer watched.
+        a.track_desired("v1.x.example.com", None);
+        assert!(a.watched_namespaces().is_empty());
     }
 }
