@@ -444,7 +444,7 @@ fn once_wait_available_waits_for_availability_within_the_timeout() {
     );
     let (code, log) = p.wait_exit(Duration::from_secs(15));
     assert_eq!(code, 1, "{log}");
-    assert!(log.contains("converged: 1 APIServices"), "{log}");
+    assert!(log.contains("converged: 1 APIService"), "{log}");
     assert!(
         log.contains(
             r#"v1.a.example.com: unavailable: ServiceNotFound (service/svc in "ns" is not present)"#
