@@ -250,6 +250,7 @@ fn a_missing_backend_is_withdrawn_after_the_duration_and_restored_when_endpoints
             &[("apiservice", name)]
         ) == Some(0.0)
         && events(&server, name, "Restored").len() == 1
+        && events(&server, name, "Registered").len() == 1
         && events(&server, name, "Available").len() == 1));
     assert_eq!(
         metric(

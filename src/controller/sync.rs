@@ -137,6 +137,8 @@ pub(crate) fn plan(
 pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     let decision = plan(cx.state, cx.store, cx.ownership, cx.availability, name);
     let withdrawing = decision.reason == WITHDRAW_UNAVAILABLE;
+    // A create of a withdrawn name restores it: that Event says why.
+    let restoring = cx.availability.is_withdrawn(name);
     let cell = decision.cell;
     let why = Why(cell, decision.reason);
     let uid = cx
@@ -187,7 +189,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Action::Error(message) => ("error", None, Err(SyncError::Decision(message))),
         Action::Create(obj) => (
             "create",
-            Some(EventReason::Registered),
+            (!restoring).then_some(EventReason::Registered),
             write(cx.api.create_uid(&obj)),
         ),
         Action::Update(obj) => (
