@@ -10,7 +10,7 @@ MUSL_CC ?= $(shell command -v x86_64-linux-musl-gcc || command -v musl-gcc || ec
 TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 STATIC_BIN = $(TARGET_DIR)/$(STATIC_TARGET)/release/autoregister
 
-.PHONY: build test demo static image bench bench-micro fmt clippy chaos
+.PHONY: build test demo static image bench bench-micro fmt clippy chaos msrv
 
 build:
 	$(CARGO) build --release
@@ -62,3 +62,12 @@ bench-micro:
 
 fmt:
 	$(CARGO) fmt --all
+
+# The oldest Rust the locked dependencies build the library and the binary with (Cargo.toml
+# rust-version; the tests' certificate generator needs a newer one). Installs that toolchain,
+# so it is not part of `make test`.
+MSRV = $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+msrv:
+	rustup toolchain install $(MSRV) --profile minimal
+	$(CARGO) +$(MSRV) check --locked
+	$(CARGO) +$(MSRV) check --locked --lib --no-default-features

@@ -165,7 +165,7 @@ fn second_key_line(text: &str, line: usize, column: usize, key: &str) -> Option<
 
 /// The `\n`-counted line of `text` where the parser's line `parser_line` is: libyaml also
 /// breaks lines at a lone `\r`, NEL, LS and PS, which editors and `grep -n` do not.
-fn newline_line(text: &str, parser_line: usize) -> usize {
+pub(crate) fn newline_line(text: &str, parser_line: usize) -> usize {
     let (mut parser, mut ours) = (1, 1);
     let mut chars = text.chars().peekable();
     while parser < parser_line {

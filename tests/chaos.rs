@@ -194,6 +194,8 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
             uid_precondition: None,
             // Process 0 runs until 7 s, process 1 from 8 s.
             user: Some(proc_user(usize::from(ms >= 8000))),
+            groups: Vec::new(),
+            impersonated_by: None,
         }
     };
     let desired = |ms: u64, names: &[&str]| DesiredVersion {

@@ -55,7 +55,14 @@ fn apiservice(name: &str, rv: &str) -> APIService {
 
 /// The headers every request must carry.
 fn assert_common_headers(r: &Request) {
-    assert_eq!(r.header("user-agent"), Some(USER_AGENT), "{r:?}");
+    // A program embedding the library (this test) is named before autoregister's token.
+    let program = std::env::current_exe().unwrap();
+    let program = program.file_stem().unwrap().to_str().unwrap();
+    assert_eq!(
+        r.header("user-agent"),
+        Some(format!("{program} {USER_AGENT}").as_str()),
+        "{r:?}"
+    );
     assert!(USER_AGENT.starts_with("autoregister/"));
     assert_eq!(r.header_count("accept"), 1, "{r:?}");
     assert_eq!(r.header("accept"), Some("application/json"));
@@ -156,7 +163,8 @@ fn create_posts_the_object_to_the_collection() {
 
     let r = only_request(&server);
     assert_eq!(r.method, "POST");
-    assert_eq!(r.target, COLLECTION);
+    // Strict field validation: an unknown field is refused, never silently dropped.
+    assert_eq!(r.target, format!("{COLLECTION}?fieldValidation=Strict"));
     assert_common_headers(&r);
     assert_json_body_headers(&r);
     assert_eq!(r.json(), serde_json::to_value(&obj).unwrap());
@@ -174,7 +182,10 @@ fn update_puts_to_the_object_path_with_its_resource_version() {
 
     let r = only_request(&server);
     assert_eq!(r.method, "PUT");
-    assert_eq!(r.target, format!("{COLLECTION}/v1.example.com"));
+    assert_eq!(
+        r.target,
+        format!("{COLLECTION}/v1.example.com?fieldValidation=Strict")
+    );
     assert_common_headers(&r);
     assert_json_body_headers(&r);
     let body = r.json();

@@ -290,6 +290,21 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// A TLS server for 127.0.0.1 answering with `handler`, and a client config trusting it:
+/// credentials are only ever sent over TLS.
+fn secure(handler: Handler) -> (Server, Config) {
+    let ca = Ca::new();
+    let cert = ca.issue(
+        &["127.0.0.1", "api.internal"],
+        false,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+    );
+    let server = Server::start(Some(server_tls(&cert, None)), handler);
+    let mut config = Config::new(server.url("https"));
+    config.tls.ca_pem = Some(ca.pem());
+    (server, config)
+}
+
 fn tls_server(ca: &Ca, names: &[&str]) -> Server {
     let cert = ca.issue(names, false, &rcgen::PKCS_ECDSA_P256_SHA256);
     Server::start(Some(server_tls(&cert, None)), ok_handler())
@@ -359,9 +374,22 @@ fn insecure_skip_tls_verify_accepts_an_unknown_certificate() {
 }
 
 #[test]
-fn plain_http_needs_no_tls() {
+fn plain_http_needs_no_tls_and_gets_no_credential() {
     let server = Server::start(None, ok_handler());
     get(Config::new(server.url("http"))).unwrap();
+    // Credentials go only over TLS: a token, a password or a client certificate
+    // configured for an http:// server is not sent (a warning says so).
+    let mut config = Config::new(server.url("http"));
+    config.auth = AuthConfig::Token("never-in-clear".into());
+    get(config.clone()).unwrap();
+    config.auth = AuthConfig::Basic {
+        username: "u".into(),
+        password: "p".into(),
+    };
+    get(config).unwrap();
+    let url = server.url("http").replacen("http://", "http://u:pw@", 1);
+    get(Config::new(url)).unwrap();
+    assert_eq!(server.auth_headers(), [None, None, None, None]);
 }
 
 #[test]
@@ -454,8 +482,7 @@ fn rotated_token_file_is_picked_up_after_a_401() {
     let path = dir.join("token");
     std::fs::write(&path, "first\n").unwrap();
     let good = Arc::new(Mutex::new("first".to_string()));
-    let server = Server::start(None, token_handler(good.clone()));
-    let mut config = Config::new(server.url("http"));
+    let (server, mut config) = secure(token_handler(good.clone()));
     config.auth = AuthConfig::TokenFile(path.clone());
     let api = Api::<APIService>::all(Client::new(config).unwrap());
     api.get("v1.example.com").unwrap();
@@ -480,8 +507,7 @@ fn rotated_token_file_is_picked_up_after_a_401() {
 
 #[test]
 fn static_token_and_basic_auth_headers() {
-    let server = Server::start(None, ok_handler());
-    let mut config = Config::new(server.url("http"));
+    let (server, mut config) = secure(ok_handler());
     config.auth = AuthConfig::Token("abc".into());
     get(config.clone()).unwrap();
     config.auth = AuthConfig::Basic {
@@ -535,6 +561,8 @@ fn exec_config(dir: &Path, answer_version: &str, expires: &str) -> ExecConfig {
         install_hint: Some("install the plugin from example.com".into()),
         provide_cluster_info: true,
         interactive_mode: Some("Never".into()),
+        cluster_server: None,
+        cluster_config: None,
     }
 }
 
@@ -547,8 +575,7 @@ fn runs(dir: &Path) -> usize {
 #[test]
 fn exec_plugin_token_is_cached_until_expiry_and_gets_exec_info() {
     let dir = temp_dir("exec-cache");
-    let server = Server::start(None, ok_handler());
-    let mut config = Config::new(server.url("http"));
+    let (server, mut config) = secure(ok_handler());
     config.tls.server_name = Some("api.internal".into());
     config.auth = AuthConfig::Exec(exec_config(&dir, V1, "2999-01-01T00:00:00Z"));
     let api = Api::<APIService>::all(Client::new(config).unwrap());
@@ -572,15 +599,14 @@ fn exec_plugin_token_is_cached_until_expiry_and_gets_exec_info() {
     assert_eq!(info["apiVersion"], V1);
     assert_eq!(info["kind"], "ExecCredential");
     assert_eq!(info["spec"]["interactive"], false);
-    assert_eq!(info["spec"]["cluster"]["server"], server.url("http"));
+    assert_eq!(info["spec"]["cluster"]["server"], server.url("https"));
     assert_eq!(info["spec"]["cluster"]["tls-server-name"], "api.internal");
 }
 
 #[test]
 fn exec_plugin_runs_once_for_concurrent_requests_which_wait_for_its_answer() {
     let dir = temp_dir("exec-concurrent");
-    let server = Server::start(None, ok_handler());
-    let mut config = Config::new(server.url("http"));
+    let (_server, mut config) = secure(ok_handler());
     let mut exec = exec_config(&dir, V1, "2999-01-01T00:00:00Z");
     exec.env.push(("SLEEP".into(), "0.3".into()));
     config.auth = AuthConfig::Exec(exec);
@@ -600,8 +626,7 @@ fn exec_plugin_runs_once_for_concurrent_requests_which_wait_for_its_answer() {
 #[test]
 fn a_failed_exec_run_answers_every_request_that_waited_for_it() {
     let dir = temp_dir("exec-concurrent-fail");
-    let server = Server::start(None, ok_handler());
-    let mut config = Config::new(server.url("http"));
+    let (_server, mut config) = secure(ok_handler());
     let mut exec = exec_config(&dir, V1, "2999-01-01T00:00:00Z");
     exec.env.push(("SLEEP".into(), "0.5".into()));
     exec.env.push(("FAIL".into(), "no credentials".into()));
@@ -627,8 +652,7 @@ fn a_failed_exec_run_answers_every_request_that_waited_for_it() {
 #[test]
 fn exec_plugin_past_its_timeout_is_killed_and_the_request_fails_naming_it() {
     let dir = temp_dir("exec-timeout");
-    let server = Server::start(None, ok_handler());
-    let mut config = Config::new(server.url("http"));
+    let (server, mut config) = secure(ok_handler());
     config.exec_timeout = Duration::from_millis(300);
     let mut exec = exec_config(&dir, V1, "2999-01-01T00:00:00Z");
     exec.env.push(("SLEEP".into(), "30".into()));
@@ -648,8 +672,7 @@ fn exec_plugin_past_its_timeout_is_killed_and_the_request_fails_naming_it() {
 #[test]
 fn exec_plugin_reruns_when_the_token_expired() {
     let dir = temp_dir("exec-expired");
-    let server = Server::start(None, ok_handler());
-    let mut config = Config::new(server.url("http"));
+    let (_server, mut config) = secure(ok_handler());
     config.auth = AuthConfig::Exec(exec_config(&dir, V1, "2001-01-01T00:00:00Z"));
     let api = Api::<APIService>::all(Client::new(config).unwrap());
     api.get("a").unwrap();
@@ -664,8 +687,7 @@ fn exec_plugin_reruns_when_the_token_expired() {
 fn exec_plugin_reruns_after_a_401() {
     let dir = temp_dir("exec-401");
     let good = Arc::new(Mutex::new("exec-token-2".to_string()));
-    let server = Server::start(None, token_handler(good));
-    let mut config = Config::new(server.url("http"));
+    let (server, mut config) = secure(token_handler(good));
     config.auth = AuthConfig::Exec(exec_config(&dir, V1, ""));
     get(config).unwrap();
     assert_eq!(runs(&dir), 2);
@@ -683,7 +705,7 @@ fn exec_plugin_v1_without_interactive_mode_is_refused() {
     let dir = temp_dir("exec-mode");
     let mut exec = exec_config(&dir, V1, "");
     exec.interactive_mode = None;
-    let mut config = Config::new("http://127.0.0.1:1");
+    let mut config = Config::new("https://127.0.0.1:1");
     config.auth = AuthConfig::Exec(exec.clone());
     match Client::new(config.clone()) {
         Err(Error::Auth(m)) => assert!(m.contains("interactiveMode must be set"), "{m}"),
@@ -706,8 +728,7 @@ fn exec_plugin_v1_without_interactive_mode_is_refused() {
 #[test]
 fn exec_plugin_answer_with_another_api_version_is_an_error() {
     let dir = temp_dir("exec-version");
-    let server = Server::start(None, ok_handler());
-    let mut config = Config::new(server.url("http"));
+    let (server, mut config) = secure(ok_handler());
     config.auth = AuthConfig::Exec(exec_config(
         &dir,
         "client.authentication.k8s.io/v1beta1",
@@ -723,7 +744,7 @@ fn exec_plugin_answer_with_another_api_version_is_an_error() {
 #[test]
 fn failing_exec_plugin_reports_stderr_and_install_hint() {
     let dir = temp_dir("exec-fail");
-    let mut config = Config::new("http://127.0.0.1:1");
+    let mut config = Config::new("https://127.0.0.1:1");
     let mut exec = exec_config(&dir, V1, "");
     exec.env.push(("FAIL".into(), "no login".into()));
     config.auth = AuthConfig::Exec(exec.clone());

@@ -97,17 +97,12 @@ impl Harness {
     fn with_workers(workers: usize) -> Harness {
         let guard = shared();
         let server = TestServer::start();
-        let ctl = Controller::new(
-            Client::new(server.client_config()).unwrap(),
-            // Upstream's semantics: removing the last entry deregisters it. The guard
-            // against that has tests of its own.
-            ControllerOptions {
-                workers,
-                resync: None,
-                allow_empty: true,
-                ..ControllerOptions::default()
-            },
-        );
+        let mut options = ControllerOptions::new(LABEL);
+        options.workers = workers;
+        // Upstream's semantics: removing the last entry deregisters it. The guard
+        // against that has tests of its own.
+        options.allow_empty = true;
+        let ctl = Controller::new(Client::new(server.client_config()).unwrap(), options);
         Harness {
             ctl,
             server,
@@ -540,7 +535,7 @@ fn wait_until_synced_times_out_on_a_closed_port_and_shutdown_is_prompt() {
     };
     let mut config = Config::new(format!("http://127.0.0.1:{port}"));
     config.qps = 0.0;
-    let ctl = Controller::new(Client::new(config).unwrap(), ControllerOptions::default());
+    let ctl = Controller::new(Client::new(config).unwrap(), ControllerOptions::new(LABEL));
     ctl.add_api_service_to_sync(svc("a.example.com", 10));
     ctl.start();
     let t = Instant::now();
@@ -662,14 +657,10 @@ fn shutdown_joins_every_thread_and_is_prompt_while_the_watch_is_idle() {
     let _guard = exclusive();
     assert_gone("before the test");
     let server = TestServer::start();
-    let ctl = Controller::new(
-        Client::new(server.client_config()).unwrap(),
-        ControllerOptions {
-            workers: 3,
-            resync: Some(Duration::from_secs(3600)),
-            ..ControllerOptions::default()
-        },
-    );
+    let mut options = ControllerOptions::new(LABEL);
+    options.workers = 3;
+    options.resync = Some(Duration::from_secs(3600));
+    let ctl = Controller::new(Client::new(server.client_config()).unwrap(), options);
     ctl.add_api_service_to_sync(svc("a.example.com", 10));
     ctl.start();
     ctl.start(); // idempotent: no second set of threads
@@ -715,7 +706,7 @@ fn shutdown_without_start_joins_the_queue_timer() {
     assert_gone("before the test");
     let ctl = Controller::new(
         Client::new(Config::new("http://127.0.0.1:1")).unwrap(),
-        ControllerOptions::default(),
+        ControllerOptions::new(LABEL),
     );
     // A new thread names itself once it runs: wait for that.
     wait_until("the queue timer runs", || {
@@ -734,7 +725,7 @@ fn waiters_return_when_the_controller_shuts_down() {
     };
     let mut config = Config::new(format!("http://127.0.0.1:{port}"));
     config.qps = 0.0;
-    let ctl = Controller::new(Client::new(config).unwrap(), ControllerOptions::default());
+    let ctl = Controller::new(Client::new(config).unwrap(), ControllerOptions::new(LABEL));
     ctl.add_api_service_to_sync(svc("a.example.com", 10));
     ctl.start();
     let synced = {
@@ -777,7 +768,7 @@ fn start_after_shutdown_starts_nothing() {
     let server = TestServer::start();
     let ctl = Controller::new(
         Client::new(server.client_config()).unwrap(),
-        ControllerOptions::default(),
+        ControllerOptions::new(LABEL),
     );
     ctl.add_api_service_to_sync(svc("a.example.com", 10));
     ctl.shutdown();

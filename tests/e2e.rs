@@ -2,6 +2,7 @@
 #![cfg(feature = "testing")]
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use autoregister::api::APIService;
@@ -342,25 +343,166 @@ fn object_deleted_behind_the_controllers_back_is_recreated() {
     assert_eq!(code, 0, "{log}");
 }
 
-#[test]
-fn invalid_object_is_reported_with_its_field_and_the_others_still_converge() {
-    let server = TestServer::start();
-    let s = Scratch::new("invalid");
-    s.write("a.yaml", &manifest("a.example.com", None, 10));
-    s.write("bad.yaml", &manifest("bad.example.com", None, 0)); // versionPriority must be 1..=1000
-    let (code, log) = Proc::run(&server, &s, &["--once", "--timeout", "3s"]).wait_exit(WAIT);
-    assert_eq!(code, 1, "{log}");
-    assert!(stored(&server, "v1.a.example.com").is_some(), "{log}");
-    assert!(stored(&server, "v1.bad.example.com").is_none());
-    assert!(
-        log.contains("v1.bad.example.com") && log.contains("spec.versionPriority"),
-        "{log}"
-    );
-    assert!(log.contains("Invalid"), "{log}");
+/// An admission policy refusing any APIService whose versionPriority is 13, as a
+/// ValidatingAdmissionPolicy would: a refusal the manifest checks cannot foresee.
+fn refuse_priority_13(server: &TestServer) {
+    server.set_admission(Some(Arc::new(|plural: &str, obj: &Value| {
+        (plural == "apiservices" && obj["spec"]["versionPriority"] == 13)
+            .then(|| "versionPriority 13 is reserved".to_string())
+    })));
+}
+
+/// Events in `default` about `name` with `reason`.
+fn events(server: &TestServer, name: &str, reason: &str) -> Vec<Value> {
+    server
+        .list_objects("events", Some("default"))
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == name && e["reason"] == reason)
+        .collect()
 }
 
 #[test]
-fn plan_prints_cells_and_actions_and_writes_nothing() {
+fn a_spec_the_server_refuses_is_sent_once_reported_and_the_others_still_converge() {
+    let server = TestServer::start();
+    refuse_priority_13(&server);
+    let s = Scratch::new("invalid");
+    s.write("a.yaml", &manifest("a.example.com", None, 10));
+    s.write("bad.yaml", &manifest("bad.example.com", None, 13));
+    let started = Instant::now();
+    let (code, log) = Proc::run(&server, &s, &["--once", "--timeout", "60s"]).wait_exit(WAIT);
+    assert_eq!(code, 1, "{log}");
+    // Waiting would not help: --once ends as soon as only the refused name is left.
+    assert!(started.elapsed() < Duration::from_secs(20), "{log}");
+    assert!(stored(&server, "v1.a.example.com").is_some(), "{log}");
+    assert!(stored(&server, "v1.bad.example.com").is_none());
+    // Sent once, refused once, said once (the warning) and in the summary.
+    assert_eq!(
+        writes(&server, "v1.bad.example.com"),
+        ["create 422"],
+        "{log}"
+    );
+    let warned = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("versionPriority 13 is reserved"))
+        .count();
+    assert_eq!(warned, 1, "{log}");
+    assert!(
+        log.lines().any(|l| l.contains("ERROR")
+            && l.contains("v1.bad.example.com: create: ")
+            && l.contains("versionPriority 13 is reserved")),
+        "{log}"
+    );
+    assert_eq!(
+        events(&server, "v1.bad.example.com", "Rejected").len(),
+        1,
+        "{log}"
+    );
+    // Every write asked for strict field validation.
+    assert!(server
+        .requests()
+        .iter()
+        .filter(|r| binary::is_write(r))
+        .all(|r| r.query.contains("fieldValidation=Strict")));
+}
+
+#[test]
+fn a_refused_spec_is_not_retried_until_its_manifest_changes() {
+    let server = TestServer::start();
+    server.seed(
+        "apiservices",
+        None,
+        object("a.example.com", Some("true"), 5),
+    );
+    refuse_priority_13(&server);
+    let s = Scratch::new("refused-retry");
+    s.write("a.yaml", &manifest("a.example.com", None, 13));
+    // A resync every second delivers the name again and again.
+    let p = Proc::run(&server, &s, &["--workers", "1", "--resync", "1s"]);
+    p.wait_log("refused by the server");
+    let quiet_until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < quiet_until {
+        assert_eq!(
+            writes(&server, "v1.a.example.com"),
+            ["update 422"],
+            "resent without a change:\n{}",
+            p.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    s.write("a.yaml", &manifest("a.example.com", None, 14));
+    assert!(
+        wait_until(|| priority(&server, "v1.a.example.com") == Some(14)),
+        "{}",
+        p.log()
+    );
+    assert_eq!(
+        writes(&server, "v1.a.example.com"),
+        ["update 422", "update 200"]
+    );
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        log.matches("refused by the server, not retried").count(),
+        1,
+        "{log}"
+    );
+}
+
+#[test]
+fn an_update_the_server_refuses_is_retried_when_the_object_changes() {
+    let server = TestServer::start();
+    server.seed(
+        "apiservices",
+        None,
+        object("a.example.com", Some("true"), 5),
+    );
+    refuse_priority_13(&server);
+    let s = Scratch::new("refused-update");
+    s.write("a.yaml", &manifest("a.example.com", None, 13));
+    let p = Proc::run(&server, &s, &["--workers", "1"]);
+    assert!(
+        wait_until(|| writes(&server, "v1.a.example.com") == ["update 422"]),
+        "{}",
+        p.log()
+    );
+    // Someone else edits the object: a new version, so the write is tried once more.
+    edit_priority(&server, "v1.a.example.com", 6);
+    assert!(
+        wait_until(
+            || writes(&server, "v1.a.example.com") == ["update 422", "update 200", "update 422"]
+        ),
+        "{:?}\n{}",
+        writes(&server, "v1.a.example.com"),
+        p.log()
+    );
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
+}
+
+/// `plan` as a user runs it against `server`, with `extra` flags.
+fn plan(server: &TestServer, s: &Scratch, extra: &[&str]) -> (i32, String) {
+    Proc::command("plan", server, s, extra).wait_exit(WAIT)
+}
+
+/// The line of `out` starting with `name` and a blank, and the indented lines under it.
+fn plan_entry(out: &str, name: &str) -> Vec<String> {
+    let mut lines = out
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("{name} ")));
+    let Some(first) = lines.next() else {
+        panic!("no line for {name}:\n{out}")
+    };
+    std::iter::once(first.to_string())
+        .chain(
+            lines
+                .take_while(|l| l.starts_with("    "))
+                .map(|l| l.trim().to_string()),
+        )
+        .collect()
+}
+
+#[test]
+fn plan_lists_what_involves_us_with_the_changes_and_proves_them_by_a_dry_run() {
     let server = TestServer::start();
     server.seed(
         "apiservices",
@@ -376,30 +518,16 @@ fn plan_prints_cells_and_actions_and_writes_nothing() {
     let s = Scratch::new("plan");
     s.write("a.yaml", &manifest("a.example.com", None, 10));
     s.write("b.yaml", &manifest("b.example.com", None, 20));
-    let kc = s.kubeconfig(&server);
-    let manifests = s.manifests();
     server.clear_requests();
-    let (code, out) = Proc::spawn(&[
-        "plan",
-        "--manifests",
-        manifests.to_str().unwrap(),
-        "--kubeconfig",
-        kc.to_str().unwrap(),
-    ])
-    .wait_exit(WAIT);
+    let rv = server.resource_version();
+    let (code, out) = plan(&server, &s, &[]);
     assert_eq!(code, 0, "{out}");
-    let line = |name: &str| {
-        out.lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no line for {name}:\n{out}"))
-            .to_string()
-    };
-    let words = |name: &str| {
-        line(name)
+    let words = |name: &str| -> Vec<String> {
+        plan_entry(&out, name)[0]
             .split_whitespace()
             .take(3)
             .map(String::from)
-            .collect::<Vec<_>>()
+            .collect()
     };
     assert_eq!(
         words("v1.a.example.com"),
@@ -413,17 +541,449 @@ fn plan_prints_cells_and_actions_and_writes_nothing() {
         words("v1.stale.example.com"),
         ["v1.stale.example.com", "6A", "delete"]
     );
+    // An update shows each differing field, old -> new; a create its object; a delete why.
+    let b = plan_entry(&out, "v1.b.example.com");
     assert_eq!(
-        words("v1.mine.example.com"),
-        ["v1.mine.example.com", "3A", "none"]
+        b[1..],
+        [
+            "spec.versionPriority: 5 → 20",
+            "dry run: accepted by the server"
+        ],
+        "{out}"
     );
-    assert!(out.contains("plan: "), "{out}");
-    let verbs: Vec<String> = server.requests().into_iter().map(|r| r.verb).collect();
+    let a = plan_entry(&out, "v1.a.example.com");
     assert!(
-        verbs
+        a.contains(&"spec.group: a.example.com".to_string()),
+        "{out}"
+    );
+    assert!(a.contains(&"spec.versionPriority: 10".to_string()), "{out}");
+    assert!(
+        a.contains(&format!("metadata.labels[\"{LABEL}\"]: true")),
+        "{out}"
+    );
+    let stale = plan_entry(&out, "v1.stale.example.com");
+    assert!(
+        stale.contains(&format!("why: ours ({LABEL}=true) and in no manifest")),
+        "{out}"
+    );
+    // Not ours and not desired: one line for all of them.
+    assert!(
+        !out.lines().any(|l| l.starts_with("v1.mine.example.com")),
+        "{out}"
+    );
+    assert!(
+        out.contains("1 APIServices not ours, left alone; --all lists them"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "dry run (--dry-run=server): 3 writes sent with dryRun=All, 3 accepted, 0 refused"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("plan: 1 create, 1 delete, 1 none, 1 update"),
+        "{out}"
+    );
+    // The writes were dry runs, which store nothing: no new version, nothing changed.
+    let sent: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(binary::is_write)
+        .collect();
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert!(
+        sent.iter().all(|r| r.query.contains("dryRun=All")),
+        "{sent:?}"
+    );
+    assert_eq!(server.resource_version(), rv);
+    assert!(stored(&server, "v1.a.example.com").is_none());
+    assert_eq!(priority(&server, "v1.b.example.com"), Some(5));
+    assert!(stored(&server, "v1.stale.example.com").is_some());
+
+    let (code, out) = plan(&server, &s, &["--all"]);
+    assert_eq!(code, 0, "{out}");
+    let mine = &plan_entry(&out, "v1.mine.example.com")[0];
+    assert!(
+        mine.contains("3A") && mine.contains("none") && mine.contains("not ours"),
+        "{out}"
+    );
+    assert!(!out.contains("--all lists them"), "{out}");
+
+    server.clear_requests();
+    let (code, out) = plan(&server, &s, &["--dry-run=none"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("dry run: none (--dry-run=none)"), "{out}");
+    assert!(!out.contains("accepted by the server"), "{out}");
+    assert!(
+        !server.requests().iter().any(binary::is_write),
+        "plan wrote"
+    );
+}
+
+#[test]
+fn plan_json_is_one_document_with_the_same_plan() {
+    let server = TestServer::start();
+    server.seed(
+        "apiservices",
+        None,
+        object("b.example.com", Some("true"), 15),
+    );
+    server.seed("apiservices", None, object("mine.example.com", None, 5));
+    let s = Scratch::new("plan-json");
+    s.write("a.yaml", &manifest("a.example.com", None, 10));
+    s.write("b.yaml", &manifest("b.example.com", None, 77));
+    // stdout alone (the harness merges it with the log on stderr).
+    let kc = s.kubeconfig(&server);
+    let out = std::process::Command::new(binary::exe())
+        .args(["plan", "-o", "json", "--manifests"])
+        .arg(s.manifests())
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["dryRun"], "server");
+    assert_eq!(doc["notOursHidden"], 1);
+    assert_eq!(doc["refused"], 0);
+    assert_eq!(
+        doc["summary"],
+        serde_json::json!({"create": 1, "none": 1, "update": 1})
+    );
+    let items = doc["items"].as_array().unwrap();
+    let names: Vec<&str> = items.iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["v1.a.example.com", "v1.b.example.com"]);
+    let (a, b) = (&items[0], &items[1]);
+    assert_eq!(
+        (a["cell"].as_str(), a["action"].as_str()),
+        (Some("2C"), Some("create"))
+    );
+    assert_eq!(a["object"]["spec"]["versionPriority"], 10);
+    assert_eq!(a["object"]["metadata"]["labels"][LABEL], "true");
+    assert_eq!(a["dryRun"]["result"], "accepted");
+    assert_eq!(
+        (b["cell"].as_str(), b["action"].as_str()),
+        (Some("6C"), Some("update"))
+    );
+    assert_eq!(
+        b["changes"],
+        serde_json::json!([{"field": "spec.versionPriority", "old": 15, "new": 77}])
+    );
+    assert_eq!(b["dryRun"]["result"], "accepted");
+}
+
+#[test]
+fn plan_reports_what_the_server_refuses_in_the_dry_run() {
+    let server = TestServer::start();
+    refuse_priority_13(&server);
+    server.seed(
+        "apiservices",
+        None,
+        object("b.example.com", Some("true"), 5),
+    );
+    let s = Scratch::new("plan-refused");
+    s.write("a.yaml", &manifest("a.example.com", None, 13));
+    s.write("b.yaml", &manifest("b.example.com", None, 13));
+    s.write("c.yaml", &manifest("c.example.com", None, 10));
+    let (code, out) = plan(&server, &s, &[]);
+    assert_eq!(code, 1, "a refused write fails the plan:\n{out}");
+    for name in ["v1.a.example.com", "v1.b.example.com"] {
+        let e = plan_entry(&out, name);
+        assert!(
+            e.iter()
+                .any(|l| l.starts_with("dry run: REFUSED by the server: ")
+                    && l.contains("versionPriority 13 is reserved")),
+            "{out}"
+        );
+    }
+    assert!(plan_entry(&out, "v1.c.example.com")
+        .contains(&"dry run: accepted by the server".to_string()));
+    assert!(
+        out.contains("3 writes sent with dryRun=All, 1 accepted, 2 refused"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the server refused 2 of the planned writes"),
+        "{out}"
+    );
+    assert!(stored(&server, "v1.a.example.com").is_none());
+    assert!(stored(&server, "v1.c.example.com").is_none());
+    assert_eq!(priority(&server, "v1.b.example.com"), Some(5));
+}
+
+#[test]
+fn plan_and_run_agree_on_the_once_rule_for_onstart_objects() {
+    let server = TestServer::start();
+    server.seed(
+        "apiservices",
+        None,
+        object("a.example.com", Some("onstart"), 5),
+    );
+    let s = Scratch::new("plan-once");
+    s.write("a.yaml", &manifest("a.example.com", Some("onstart"), 20));
+    let (code, out) = plan(&server, &s, &[]);
+    assert_eq!(code, 0, "{out}");
+    let a = plan_entry(&out, "v1.a.example.com");
+    assert!(a[0].contains("5B") && a[0].contains("update"), "{out}");
+    assert!(
+        a.iter().any(|l| l.starts_with(
+            "onstart: run writes this once, at its start; a running instance that has already \
+             synced this name leaves later changes alone until it restarts"
+        )),
+        "{out}"
+    );
+    // run does what plan said at its start, then leaves a later manifest change, saying why once.
+    let p = Proc::run(&server, &s, &["--workers", "1", "--resync", "1s"]);
+    assert!(
+        wait_until(|| priority(&server, "v1.a.example.com") == Some(20)),
+        "{}",
+        p.log()
+    );
+    s.write("a.yaml", &manifest("a.example.com", Some("onstart"), 30));
+    p.wait_log("its manifest changed after this process synced it");
+    // Resyncs every second decide again meanwhile; the explanation is not repeated.
+    let resynced = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < resynced {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(priority(&server, "v1.a.example.com"), Some(20));
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
+    let explained: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("its manifest changed after this process synced it"))
+        .collect();
+    assert_eq!(explained.len(), 1, "{log}");
+    assert!(
+        explained[0].contains("INFO")
+            && explained[0].contains("label it \"true\" to sync it continuously"),
+        "{log}"
+    );
+}
+
+#[test]
+fn an_unreachable_or_refusing_server_is_one_message_with_its_count() {
+    let s = Scratch::new("one-cause");
+    for g in ["a", "b", "c", "d", "e", "f"] {
+        s.write(
+            &format!("{g}.yaml"),
+            &manifest(&format!("{g}.example.com"), None, 10),
+        );
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let m = s.manifests();
+    let m = m.to_str().unwrap();
+    let (code, out) = Proc::spawn(&["plan", "--manifests", m, "--server", &url]).wait_exit(WAIT);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out.matches("cannot list APIServices").count(), 1, "{out}");
+    assert!(
+        out.contains("no plan for the 6 desired APIServices"),
+        "{out}"
+    );
+    let (code, log) = Proc::spawn(&[
+        "run",
+        "--manifests",
+        m,
+        "--server",
+        &url,
+        "--once",
+        "--timeout",
+        "2s",
+    ])
+    .wait_exit(WAIT);
+    assert_eq!(code, 1, "{log}");
+    let causes: Vec<&str> = log.lines().filter(|l| l.contains("never synced")).collect();
+    assert_eq!(causes.len(), 1, "{log}");
+    assert!(
+        causes[0].contains("6 APIServices: the APIService cache never synced"),
+        "{log}"
+    );
+    assert!(
+        !log.lines().any(|l| l.contains("ERROR   v1.")),
+        "no line per name:\n{log}"
+    );
+
+    // 401 on the list: the same, once, and the token never shown.
+    let server = TestServer::builder()
+        .tls(true)
+        .token("secret-token")
+        .start()
+        .unwrap();
+    let kc = s.path("kubeconfig-no-token");
+    std::fs::write(&kc, server.kubeconfig_with_token(Some("wrong-token"))).unwrap();
+    let kc = kc.to_str().unwrap();
+    let (code, out) = Proc::spawn(&["plan", "--manifests", m, "--kubeconfig", kc]).wait_exit(WAIT);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out.matches("cannot list APIServices").count(), 1, "{out}");
+    assert!(
+        out.contains("no plan for the 6 desired APIServices"),
+        "{out}"
+    );
+    assert!(!out.contains("wrong-token"), "{out}");
+    let (code, log) = Proc::spawn(&[
+        "run",
+        "--manifests",
+        m,
+        "--kubeconfig",
+        kc,
+        "--once",
+        "--timeout",
+        "2s",
+    ])
+    .wait_exit(WAIT);
+    assert_eq!(code, 1, "{log}");
+    let causes: Vec<&str> = log.lines().filter(|l| l.contains("never synced")).collect();
+    assert_eq!(causes.len(), 1, "{log}");
+    assert!(causes[0].contains("6 APIServices: "), "{log}");
+}
+
+/// A PEM CA certificate, base64-encoded as a manifest's caBundle carries it.
+fn ca_bundle() -> String {
+    use base64::Engine as _;
+    let ca = rcgen::generate_simple_self_signed(vec!["ca.example.com".to_string()]).unwrap();
+    base64::engine::general_purpose::STANDARD.encode(ca.cert.pem())
+}
+
+#[test]
+fn typos_wrong_types_and_every_server_rule_fail_plan_and_once_with_exit_2_at_their_line() {
+    // Lines of binary::manifest: 4 name, 6 group, 7 version, 8 groupPriorityMinimum,
+    // 9 versionPriority, 10 service, 11 namespace, 12 name, 13 port, 14 insecureSkipTLSVerify.
+    let base = manifest("a.example.com", None, 10);
+    let local = base
+        .replace(
+            "  service:\n    namespace: ns\n    name: svc\n    port: 443\n",
+            "",
+        )
+        .replace("  insecureSkipTLSVerify: true\n", "");
+    let secure = base.replace("  insecureSkipTLSVerify: true\n", "");
+    let ca = ca_bundle();
+    let with_group = |version: &str, group: &str| {
+        base.replace(
+            "name: v1.a.example.com",
+            &format!("name: {version}.{group}"),
+        )
+        .replace("group: a.example.com", &format!("group: \"{group}\""))
+        .replace("version: v1\n", &format!("version: \"{version}\"\n"))
+    };
+    #[rustfmt::skip]
+    let cases: Vec<(&str, String, &str)> = vec![
+        // Strict decoding: unknown fields everywhere, with a suggestion when one is close.
+        ("typo in spec", base.replace("  service:", "  servce:"), ":10:3: document 1: spec.servce: unknown field, did you mean spec.service?"),
+        ("typo of a priority", base.replace("  versionPriority:", "  versionPriorty:"), ":9:3: document 1: spec.versionPriorty: unknown field, did you mean spec.versionPriority?"),
+        ("typo in metadata", base.replace("  name: v1.a.example.com\n", "  name: v1.a.example.com\n  lables:\n    a: b\n"), ":5:3: document 1: metadata.lables: unknown field, did you mean metadata.labels?"),
+        ("typo in service", base.replace("    port:", "    prot:"), ":13:5: document 1: spec.service.prot: unknown field, did you mean spec.service.port?"),
+        ("typo at the top", format!("{base}stauts: {{}}\n"), ":15:1: document 1: stauts: unknown field, did you mean status?"),
+        ("unknown field", base.replace("  group:", "  colour: red\n  group:"), ":6:3: document 1: spec.colour: unknown field\n"),
+        // Wrong types, in Kubernetes terms, at the field's own line.
+        ("string for integer", base.replace("groupPriorityMinimum: 100", "groupPriorityMinimum: high"), ":8:25: document 1: spec.groupPriorityMinimum: invalid type: expected integer, found string \"high\""),
+        ("string for boolean", base.replace("insecureSkipTLSVerify: true", "insecureSkipTLSVerify: yes please"), ":14:26: document 1: spec.insecureSkipTLSVerify: invalid type: expected boolean, found string \"yes please\""),
+        ("string for object", base.replace("  service:\n    namespace: ns\n    name: svc\n    port: 443\n", "  service: svc\n"), ":10:12: document 1: spec.service: invalid type: expected object, found string \"svc\""),
+        ("list for string", base.replace("group: a.example.com", "group: [a]"), ":6:10: document 1: spec.group: invalid type: expected string, found array"),
+        // kube-apiserver's ValidateAPIService, rule by rule.
+        ("name not version.group", base.replace("name: v1.a.example.com", "name: x"), ":4:9: document 1: metadata.name: Invalid value: \"x\": must be `spec.version+\".\"+spec.group`: \"v1.a.example.com\""),
+        ("name not a path segment", base.replace("name: v1.a.example.com", "name: v1/a"), "metadata.name: Invalid value: \"v1/a\": may not contain '/'"),
+        ("group syntax", with_group("v1", "A_b.example.com"), "spec.group: Invalid value: \"A_b.example.com\": a lowercase RFC 1123 subdomain"),
+        ("empty group not v1", with_group("v2", ""), "spec.group: Required value: only v1 may have an empty group and it better be legacy kube"),
+        ("version syntax", with_group("1v", "a.example.com"), "spec.version: Invalid value: \"1v\": a DNS-1035 label"),
+        ("groupPriorityMinimum 0", base.replace("groupPriorityMinimum: 100", "groupPriorityMinimum: 0"), ":8:25: document 1: spec.groupPriorityMinimum: Invalid value: 0: must be positive and less than 20000"),
+        ("groupPriorityMinimum 20001", base.replace("groupPriorityMinimum: 100", "groupPriorityMinimum: 20001"), "spec.groupPriorityMinimum: Invalid value: 20001: must be positive and less than 20000"),
+        ("versionPriority 0", base.replace("versionPriority: 10", "versionPriority: 0"), ":9:20: document 1: spec.versionPriority: Invalid value: 0: must be positive and less than 1000"),
+        ("versionPriority 1001", base.replace("versionPriority: 10", "versionPriority: 1001"), "spec.versionPriority: Invalid value: 1001: must be positive and less than 1000"),
+        ("service namespace missing", base.replace("    namespace: ns\n", ""), "spec.service.namespace: Required value"),
+        ("service name missing", base.replace("    name: svc\n", ""), "spec.service.name: Required value"),
+        ("port 0", base.replace("port: 443", "port: 0"), ":13:11: document 1: spec.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive"),
+        ("port 70000", base.replace("port: 443", "port: 70000"), "spec.service.port: Invalid value: 70000: port is not valid"),
+        ("insecure with caBundle", format!("{base}  caBundle: {ca}\n"), "spec.insecureSkipTLSVerify: Invalid value: true: may not be true if caBundle is present"),
+        ("local with caBundle", format!("{local}  caBundle: {ca}\n"), "spec.caBundle: Invalid value: \""),
+        ("local with insecureSkipTLSVerify", format!("{local}  insecureSkipTLSVerify: true\n"), "spec.insecureSkipTLSVerify: Invalid value: true: local APIServices may not have insecureSkipTLSVerify"),
+        ("labels", base.replace("  name: v1.a.example.com\n", "  name: v1.a.example.com\n  labels:\n    team: \"-x\"\n"), "metadata.labels: Invalid value: \"-x\""),
+        // What the server would store but a controller should not send.
+        ("caBundle not PEM", format!("{secure}  caBundle: QUFBQQ==\n"), "spec.caBundle: Invalid value: \"4 bytes\": must be PEM certificates"),
+        ("service name syntax", base.replace("name: svc", "name: Svc_1"), "spec.service.name: Invalid value: \"Svc_1\": a DNS-1035 label"),
+        ("service namespace syntax", base.replace("namespace: ns", "namespace: NS"), "spec.service.namespace: Invalid value: \"NS\": a lowercase RFC 1123 label"),
+    ];
+    for (case, text, want) in &cases {
+        let s = Scratch::new(&format!("strict-{}", case.replace(' ', "-")));
+        s.write("a.yaml", text);
+        let m = s.manifests();
+        // Nothing listens on port 9: a manifest error ends plan before it connects.
+        let (code, out) = Proc::spawn(&[
+            "plan",
+            "--manifests",
+            m.to_str().unwrap(),
+            "--server",
+            "http://127.0.0.1:9",
+        ])
+        .wait_exit(WAIT);
+        assert_eq!(code, 2, "{case}:\n{out}");
+        let file = m.join("a.yaml");
+        let prefix = format!("{}:", file.display());
+        let line = out
+            .lines()
+            .find(|l| l.contains(want.trim_end()))
+            .unwrap_or_else(|| panic!("{case}: no line with {want:?}:\n{out}"));
+        assert!(line.contains(&prefix), "{case}: names the file:\n{out}");
+        if want.ends_with('\n') {
+            assert!(
+                line.ends_with(want.trim_end()),
+                "{case}: no suggestion expected:\n{out}"
+            );
+        }
+    }
+    // The same for run --once, and the good version of the file converges.
+    let server = TestServer::start();
+    let s = Scratch::new("strict-once");
+    s.write("a.yaml", &base.replace("  service:", "  servce:"));
+    let (code, log) = Proc::run(&server, &s, &["--once"]).wait_exit(WAIT);
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("spec.servce: unknown field, did you mean spec.service?"),
+        "{log}"
+    );
+    assert!(
+        server.requests().iter().all(|r| !binary::is_write(r)),
+        "{log}"
+    );
+    s.write("a.yaml", &format!("{secure}  caBundle: {ca}\n"));
+    let (code, log) = Proc::run(&server, &s, &["--once"]).wait_exit(WAIT);
+    assert_eq!(code, 0, "a valid PEM caBundle is accepted:\n{log}");
+}
+
+#[test]
+fn a_typo_on_reload_keeps_the_last_good_version_registered() {
+    let server = TestServer::start();
+    let s = Scratch::new("strict-reload");
+    s.write("a.yaml", &manifest("a.example.com", None, 10));
+    let p = Proc::run(&server, &s, &[]);
+    assert!(wait_until(
+        || priority(&server, "v1.a.example.com") == Some(10)
+    ));
+    s.write(
+        "a.yaml",
+        &manifest("a.example.com", None, 20).replace("  versionPriority:", "  versionPriorty:"),
+    );
+    p.wait_log("spec.versionPriorty: unknown field, did you mean spec.versionPriority?");
+    assert_eq!(priority(&server, "v1.a.example.com"), Some(10));
+    s.write("a.yaml", &manifest("a.example.com", None, 20));
+    assert!(
+        wait_until(|| priority(&server, "v1.a.example.com") == Some(20)),
+        "{}",
+        p.log()
+    );
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        !writes(&server, "v1.a.example.com")
             .iter()
-            .all(|v| v == "list" || v == "get" || v == "discovery"),
-        "plan wrote: {verbs:?}"
+            .any(|w| w.starts_with("delete")),
+        "{log}"
     );
 }
 

@@ -198,14 +198,20 @@ fn exec_bases() -> Vec<Vec<u8>> {
 
 #[test]
 fn mutated_exec_credential_output_is_an_auth_error_or_a_credential() {
-    let server = Server::with_handler(|_| {
-        Answer::json(
-            200,
-            &json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                    "metadata": {"name": "x"}, "spec": {}}),
-        )
-    });
-    let url = server.url();
+    // Credentials go only over TLS: the test API server with TLS, holding object "x".
+    let server = autoregister::testserver::TestServer::builder()
+        .tls(true)
+        .start()
+        .unwrap();
+    server.seed(
+        "apiservices",
+        None,
+        json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+               "metadata": {"name": "x"},
+               "spec": {"group": "x", "version": "v1", "groupPriorityMinimum": 1, "versionPriority": 1}}),
+    );
+    let url = server.url().to_string();
+    let ca = server.ca_pem();
     let dir = std::env::temp_dir().join(format!("ar-fuzz-exec-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("answer.json");
@@ -218,6 +224,7 @@ fn mutated_exec_credential_output_is_an_auth_error_or_a_credential() {
             let answer = mutate(&mut rng, &bases[base]);
             std::fs::write(&file, &answer).unwrap();
             let mut cfg = Config::new(url.clone());
+            cfg.tls.ca_pem = ca.clone();
             cfg.qps = 0.0;
             cfg.timeout = Duration::from_secs(3);
             cfg.auth = AuthConfig::Exec(ExecConfig {
@@ -229,6 +236,8 @@ fn mutated_exec_credential_output_is_an_auth_error_or_a_credential() {
                 install_hint: None,
                 provide_cluster_info: false,
                 interactive_mode: None,
+                cluster_server: None,
+                cluster_config: None,
             });
             let result = timed(&format!("case {case}"), || {
                 Client::new(cfg).and_then(|c| Api::<APIService>::all(c).get("x"))

@@ -299,6 +299,7 @@ fn mutated_kubeconfigs_never_panic_and_errors_name_the_file() {
             kubeconfig: Some(path.clone()),
             context: (i % 3 == 0).then(|| "e".to_string()),
             server: None,
+            impersonate: Default::default(),
         };
         match no_panic("Config::infer_with", &text, || {
             Config::infer_with(&opts, &env)

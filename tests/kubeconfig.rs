@@ -6,7 +6,15 @@ use autoregister::client::{AuthConfig, Config, ConfigError, ConnectOptions, Infe
 
 /// A fresh directory for one test.
 /// A PEM block (the kubeconfig checks the CA is PEM; its X.509 content is checked later).
-const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nQ0EgUEVN\n-----END CERTIFICATE-----\n";
+/// A real CA certificate (PEM): kubectl and we refuse a CA bundle without a parsable one.
+fn ca_pem() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    rcgen::CertificateParams::new(vec!["ca".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap()
+        .pem()
+}
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ar-kubeconfig-{}-{name}", std::process::id()));
@@ -254,7 +262,8 @@ fn nothing_found_is_an_error() {
 fn relative_paths_resolve_against_the_kubeconfig_directory() {
     let dir = temp_dir("relative");
     let sub = dir.join("sub");
-    write(&sub.join("pki/ca.pem"), CA_PEM);
+    let ca = ca_pem();
+    write(&sub.join("pki/ca.pem"), &ca);
     write(&sub.join("pki/client.pem"), "CLIENT CERT");
     write(&sub.join("pki/client.key"), "CLIENT KEY");
     let kc = write(
@@ -298,7 +307,7 @@ current-context: files
     // Read from another working directory's point of view: paths must not depend on cwd.
     let env = env_with(&dir, &[&kc]);
     let c = infer(&ConnectOptions::default(), &env);
-    assert_eq!(c.tls.ca_pem.as_deref(), Some(CA_PEM.as_bytes()));
+    assert_eq!(c.tls.ca_pem.as_deref(), Some(ca.as_bytes()));
     assert_eq!(c.tls.client_cert_pem.as_deref(), Some(&b"CLIENT CERT"[..]));
     assert_eq!(c.tls.client_key_pem.as_deref(), Some(&b"CLIENT KEY"[..]));
     match &c.auth {
@@ -330,15 +339,17 @@ current-context: files
 
 #[test]
 fn inline_data_and_insecure_flag() {
+    use base64::Engine as _;
     let dir = temp_dir("inline");
+    let ca = ca_pem();
     let kc = write(
         &dir.join("config"),
-        r#"
+        &r#"
 clusters:
 - name: c
   cluster:
     server: https://c
-    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClEwRWdSRUZVUVE9PQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==
+    certificate-authority-data: CA_DATA
     insecure-skip-tls-verify: false
     tls-server-name: api.internal
     unknown-field: ignored
@@ -353,14 +364,15 @@ contexts:
 - {name: c, context: {cluster: c, user: u, namespace: x}}
 - {name: i, context: {cluster: i}}
 current-context: c
-"#,
+"#
+        .replace(
+            "CA_DATA",
+            &base64::engine::general_purpose::STANDARD.encode(&ca),
+        ),
     );
     let env = env_with(&dir, &[&kc]);
     let c = infer(&ConnectOptions::default(), &env);
-    assert_eq!(
-        c.tls.ca_pem.as_deref(),
-        Some(&b"-----BEGIN CERTIFICATE-----\nQ0EgREFUQQ==\n-----END CERTIFICATE-----\n"[..])
-    );
+    assert_eq!(c.tls.ca_pem.as_deref(), Some(ca.as_bytes()));
     assert!(!c.tls.insecure_skip_verify);
     assert_eq!(c.tls.server_name.as_deref(), Some("api.internal"));
     assert!(matches!(&c.auth, AuthConfig::Basic { username, password }
@@ -475,7 +487,7 @@ fn bad_kubeconfigs_name_the_file_and_the_problem() {
         "halfcert",
         "clusters:\n- {name: c, cluster: {server: https://c}}\nusers:\n- {name: u, user: {client-certificate-data: QQ==}}\ncontexts:\n- {name: a, context: {cluster: c, user: u}}\ncurrent-context: a\n",
         None,
-        "must be given together",
+        "must be given with a client certificate",
     );
     case(
         "noctx",
@@ -483,4 +495,171 @@ fn bad_kubeconfigs_name_the_file_and_the_problem() {
         Some("ghost"),
         "context \"ghost\" not found",
     );
+}
+
+/// A pod's environment with a service-account mount under `dir`.
+fn pod_env(dir: &Path) -> InferEnv {
+    let sa = dir.join("sa");
+    write(&sa.join("token"), "sa-token\n");
+    write(&sa.join("ca.crt"), &ca_pem());
+    InferEnv {
+        service_host: Some("10.96.0.1".into()),
+        service_port: Some("443".into()),
+        service_account_dir: sa,
+        ..InferEnv::default()
+    }
+}
+
+#[test]
+fn in_cluster_fallback_when_the_kubeconfig_chooses_no_context() {
+    let dir = temp_dir("fallback");
+    let pod = pod_env(&dir);
+    // KUBECONFIG naming an empty file.
+    let empty = write(&dir.join("empty"), "");
+    let env = InferEnv {
+        kubeconfig: Some(empty.clone().into_os_string()),
+        ..pod.clone()
+    };
+    assert_eq!(infer(&ConnectOptions::default(), &env).origin, "in-cluster");
+    // ~/.kube/config with entries but no current-context.
+    write(
+        &dir.join("home/.kube/config"),
+        SECOND.replace("current-context", "#").as_str(),
+    );
+    let env = InferEnv {
+        home: Some(dir.join("home")),
+        ..pod.clone()
+    };
+    assert_eq!(infer(&ConnectOptions::default(), &env).origin, "in-cluster");
+    // An explicit --kubeconfig that is empty: the same (client-go's deferred loading).
+    let opts = ConnectOptions {
+        kubeconfig: Some(empty.clone()),
+        ..Default::default()
+    };
+    assert_eq!(infer(&opts, &pod).origin, "in-cluster");
+    // --as applies in the cluster too (ignoring it would widen the identity).
+    let opts = ConnectOptions {
+        impersonate: autoregister::client::Impersonation {
+            user: Some("someone".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    assert_eq!(
+        infer(&opts, &pod).impersonate.user.as_deref(),
+        Some("someone")
+    );
+    // A --context that does not exist is an error, not a fallback.
+    let opts = ConnectOptions {
+        kubeconfig: Some(empty.clone()),
+        context: Some("ghost".into()),
+        ..Default::default()
+    };
+    assert!(infer_err(&opts, &pod).to_string().contains("ghost"));
+    // --server with no context: that server, not the pod's.
+    let opts = ConnectOptions {
+        kubeconfig: Some(empty.clone()),
+        server: Some("https://elsewhere:6443".into()),
+        ..Default::default()
+    };
+    assert_eq!(infer(&opts, &pod).server, "https://elsewhere:6443");
+    // Outside a pod an empty kubeconfig says what is missing.
+    let e = infer_err(&ConnectOptions::default(), &env_with(&dir, &[&empty]));
+    assert!(e.to_string().contains("no current-context"), "{e}");
+}
+
+#[test]
+fn empty_kubeconfig_flag_means_not_given() {
+    let dir = temp_dir("emptyflag");
+    let second = write(&dir.join("second"), SECOND);
+    let opts = ConnectOptions {
+        kubeconfig: Some(PathBuf::new()),
+        ..Default::default()
+    };
+    assert_eq!(
+        infer(&opts, &env_with(&dir, &[&second])).server,
+        "https://only-second.example"
+    );
+}
+
+#[test]
+fn credentials_precedence_and_tls_only_as_client_go() {
+    let dir = temp_dir("precedence");
+    let plugin = "    exec: {apiVersion: client.authentication.k8s.io/v1, command: p, interactiveMode: Never}\n";
+    let kc = |server: &str, user: &str| {
+        let path = write(
+            &dir.join("config"),
+            &format!(
+                "clusters:\n- name: c\n  cluster:\n    server: {server}\n    tls-server-name: api.internal\n\
+                 users:\n- name: u\n  user:\n{user}contexts:\n- {{name: x, context: {{cluster: c, user: u}}}}\n\
+                 current-context: x\n"
+            ),
+        );
+        ConnectOptions {
+            kubeconfig: Some(path),
+            ..Default::default()
+        }
+    };
+    let env = empty_env(&dir);
+    let tf = write(&dir.join("token"), "from-file\n");
+    let c = infer(
+        &kc(
+            "https://c",
+            &format!("    token: t\n    tokenFile: {}\n", tf.display()),
+        ),
+        &env,
+    );
+    assert!(
+        matches!(&c.auth, AuthConfig::TokenFileOr { path, token } if path == &tf && token == "t")
+    );
+    // A token, a password or a client certificate: the exec plugin is not used.
+    for user in [
+        format!("    token: t\n{plugin}"),
+        format!("    username: u\n    password: p\n{plugin}"),
+        format!(
+            "    client-certificate-data: {}\n    client-key-data: a2V5\n{plugin}",
+            {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD.encode(ca_pem())
+            }
+        ),
+    ] {
+        let c = infer(&kc("https://c", &user), &env);
+        assert!(!matches!(c.auth, AuthConfig::Exec(_)), "{user}");
+    }
+    assert!(matches!(
+        infer(&kc("https://c", plugin), &env).auth,
+        AuthConfig::Exec(_)
+    ));
+    // Toward http:// nothing is loaded at all.
+    let c = infer(&kc("http://c", "    token: t\n"), &env);
+    assert!(matches!(c.auth, AuthConfig::None));
+    // --server clears tls-server-name; upper-case schemes and URL userinfo are normalised.
+    let mut opts = kc("https://c", "    {}\n");
+    assert_eq!(
+        infer(&opts, &env).tls.server_name.as_deref(),
+        Some("api.internal")
+    );
+    opts.server = Some("HTTPS://someone:pw%40x@other:6443".into());
+    let c = infer(&opts, &env);
+    assert_eq!(c.tls.server_name, None);
+    assert_eq!(c.server, "https://other:6443");
+    assert!(matches!(&c.auth, AuthConfig::Basic { username, password }
+        if username == "someone" && password == "pw@x"));
+    assert!(!format!("{c:?}").contains("pw@x"));
+}
+
+#[test]
+fn bom_and_yaml_1_1_booleans_are_read_as_kubectl_reads_them() {
+    let dir = temp_dir("bom");
+    let path = write(
+        &dir.join("config"),
+        "\u{feff}clusters:\n- {name: c, cluster: {server: https://c, insecure-skip-tls-verify: yes}}\n\
+         contexts:\n- {name: x, context: {cluster: c}}\ncurrent-context: x\n",
+    );
+    let opts = ConnectOptions {
+        kubeconfig: Some(path),
+        ..Default::default()
+    };
+    assert!(infer(&opts, &empty_env(&dir)).tls.insecure_skip_verify);
 }

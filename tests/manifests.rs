@@ -178,7 +178,7 @@ fn json_file() {
     let d = TempDir::new("json");
     let f = d.write(
         "a.json",
-        r#"{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"v2.a.io"},"spec":{"group":"a.io","version":"v2"}}"#,
+        r#"{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"v2.a.io"},"spec":{"group":"a.io","version":"v2","groupPriorityMinimum":1,"versionPriority":1}}"#,
     );
     let desired = load(&f).unwrap();
     assert_eq!(&*desired["v2.a.io"].object.spec.version, "v2");
@@ -236,10 +236,16 @@ fn each_error_names_file_document_and_line() {
         err_case("yaml syntax", "a.yaml", format!("{a}---\nkind: [\n"), Some(2), 12, "invalid YAML"),
         err_case("wrong kind", "a.yaml", format!("{a}---\n\napiVersion: v1\nkind: ConfigMap\n"), Some(2), 12, "kind \"ConfigMap\""),
         err_case("old apiVersion", "a.yaml", a.replace("/v1\n", "/v1beta1\n"), Some(1), 1, "apiregistration.k8s.io/v1beta1\" is not supported"),
-        err_case("missing name", "a.yaml", format!("---\n{}", a.replace("  name: v1.a.io\n", "")), Some(1), 2, "metadata.name is required"),
-        err_case("bad field", "a.yaml", a.replace("10\n", "ten\n"), Some(1), 1, "APIService \"v1.a.io\": invalid type"),
-        err_case("unquoted label", "a.yaml", a.replace("  name: v1.a.io\n", label), Some(1), 1, "must be a string"),
-        err_case("list item", "a.yaml", "# x\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n", Some(1), 2, "items[0]: unsupported object"),
+        err_case("missing name", "a.yaml", format!("---\n{}", a.replace("  name: v1.a.io\n", "")), Some(1), 4, "metadata.name: Required value"),
+        err_case("bad field", "a.yaml", a.replace("10\n", "ten\n"), Some(1), 9, "spec.versionPriority: invalid type: expected integer, found string \"ten\""),
+        err_case("unquoted label", "a.yaml", a.replace("  name: v1.a.io\n", label), Some(1), 6, "metadata.labels[\"kube-aggregator.kubernetes.io/automanaged\"]: invalid type: expected string, found boolean true (quote it in YAML: \"true\")"),
+        err_case("typo in spec", "a.yaml", a.replace("  group:", "  servce: {}\n  group:"), Some(1), 6, "spec.servce: unknown field, did you mean spec.service?"),
+        err_case("typo in metadata", "a.yaml", a.replace("  name: v1.a.io\n", "  name: v1.a.io\n  lables: {}\n"), Some(1), 5, "metadata.lables: unknown field, did you mean metadata.labels?"),
+        err_case("typo at the top", "a.yaml", a.replace("kind:", "knd: x\nkind:"), Some(1), 2, "knd: unknown field, did you mean kind?"),
+        err_case("typo in a list item", "a.yaml", format!("apiVersion: v1\nkind: List\nitems:\n- {}", svc("v1.a.io").replace("\n", "\n  ").replace("  versionPriority", "  versionPriorty")), Some(1), 12, "items[0].spec.versionPriorty: unknown field, did you mean items[0].spec.versionPriority?"),
+        err_case("typo in json", "a.json", "{\"apiVersion\": \"apiregistration.k8s.io/v1\", \"kind\": \"APIService\",\n \"metadata\": {\"name\": \"v1.a.io\"},\n \"spec\": {\"group\": \"a.io\", \"verison\": \"v1\"}}", None, 3, "spec.verison: unknown field, did you mean spec.version?"),
+        err_case("name not version.group", "a.yaml", a.replace("  name: v1.a.io", "  name: x"), Some(1), 4, "metadata.name: Invalid value: \"x\": must be `spec.version+\".\"+spec.group`: \"v1.a.io\""),
+        err_case("list item", "a.yaml", "# x\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n", Some(1), 5, "items[0]: unsupported object"),
         err_case("not an object", "a.yaml", "- 1\n", Some(1), 1, "expected an object, found a list"),
         err_case("json syntax", "a.json", "{\n\"kind\": \"APIService\",\n}\n", None, 3, "invalid JSON"),
         err_case("json kind", "a.json", "\n\n{\"apiVersion\": \"v1\", \"kind\": \"Service\"}", None, 3, "kind \"Service\""),
@@ -257,7 +263,7 @@ fn each_error_names_file_document_and_line() {
         );
         assert!(e.message.contains(c.fragment), "{case}: {e}");
         let shown = e.to_string();
-        let prefix = format!("{}:{}: ", path.display(), c.line);
+        let prefix = format!("{}:{}:", path.display(), c.line);
         assert!(shown.starts_with(&prefix), "{case}: {shown}");
     }
 }
@@ -276,7 +282,7 @@ fn duplicates_across_files_name_both_locations() {
         "a.yaml",
         &format!("{}---\n{}", svc("v1.a.io"), svc("v1.x.io")),
     );
-    let b = d.write("b.json", r#"{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"v1.x.io"}}"#);
+    let b = d.write("b.json", r#"{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"v1.x.io"},"spec":{"group":"x.io","version":"v1","groupPriorityMinimum":1,"versionPriority":1}}"#);
     let e = one_error(&d.0);
     assert_eq!(
         (e.file.as_path(), e.document, e.line),

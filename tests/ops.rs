@@ -18,6 +18,9 @@ use autoregister::ops::{OpsServer, OpsSources, MAX_HEAD_BYTES};
 use autoregister::testserver::TestServer;
 use serde_json::json;
 
+/// The ownership label these tests own (the CLI's default).
+const LABEL: &str = autoregister::api::DEFAULT_LABEL_KEY;
+
 const WAIT: Duration = Duration::from_secs(10);
 
 /// An answer: status code, raw head, body.
@@ -92,7 +95,7 @@ fn apiservice(group: &str) -> APIService {
 
 fn controller_for(server: &TestServer) -> Controller {
     let client = Client::new(server.client_config()).unwrap();
-    Controller::new(client, ControllerOptions::default())
+    Controller::new(client, ControllerOptions::new(LABEL))
 }
 
 fn plain_server() -> OpsServer {

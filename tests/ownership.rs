@@ -150,9 +150,10 @@ fn plan_names_the_owner_and_what_adopt_would_do_and_writes_nothing() {
         object("apps", &[(AUTO_MANAGED_LABEL, "onstart")], 15),
     );
     server.seed("apiservices", None, object("a.example.com", &[], 99));
+    let apps_uid = uid(&server, "v1.apps");
     let s = Scratch::new("plan-owner");
     s.write("a.yaml", &manifest("a.example.com", &[], 10));
-    let (code, out) = Proc::command("plan", &server, &s, &[]).wait_exit(WAIT);
+    let (code, out) = Proc::command("plan", &server, &s, &["--all"]).wait_exit(WAIT);
     assert_eq!(code, 0, "{out}");
     let line = |name: &str| {
         out.lines()
@@ -190,7 +191,15 @@ fn plan_names_the_owner_and_what_adopt_would_do_and_writes_nothing() {
             .any(|l| l.starts_with("v1.apps ") && l.contains("5A") && l.contains("delete")),
         "{out}"
     );
-    assert!(server.requests().iter().all(|r| !is_write(r)), "plan wrote");
+    // Its writes were dry runs only: nothing stored.
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| !is_write(r) || r.query.contains("dryRun=All")),
+        "plan wrote"
+    );
+    assert_eq!(uid(&server, "v1.apps"), apps_uid);
 }
 
 #[test]
@@ -514,7 +523,7 @@ fn against_kube_apiserver_plan_once_and_run_leave_its_objects_alone_and_ours_sta
         &manifest("b.example.com", &[(AUTO_MANAGED_LABEL, "true")], 10),
     );
 
-    let (code, out) = Proc::command("plan", &server, &s, &[]).wait_exit(WAIT);
+    let (code, out) = Proc::command("plan", &server, &s, &["--all"]).wait_exit(WAIT);
     assert_eq!(code, 0, "{out}");
     for (name, ..) in &before {
         let line = out

@@ -230,3 +230,86 @@ fn a_token_file_is_trimmed_and_re_read_when_it_rotates() {
     assert!(stored(&server, "v1.a.example.com").is_some());
     assert!(!log.contains("failed to parse header value"), "{log}");
 }
+
+#[test]
+fn trace_logs_carry_no_password_from_the_kubeconfig_or_the_server_url() {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let kc_password = "KcPassw0rdQ4zLm8";
+    let url_password = "UrlPassw0rdXy7Hb3";
+    // No authentication on this server: basic auth is sent and ignored, so the run converges
+    // and logs everything it does, requests and answers included.
+    let server = TestServer::builder().tls(true).start().unwrap();
+    let with_userinfo =
+        server
+            .url()
+            .replacen("https://", &format!("https://someone:{url_password}@"), 1);
+    let runs = [
+        (
+            "password in the kubeconfig, userinfo in the URL",
+            format!("    username: admin\n    password: {kc_password}\n"),
+        ),
+        (
+            "userinfo in the URL as the only credential",
+            "    {}\n".to_string(),
+        ),
+    ];
+    for (i, (what, user)) in runs.iter().enumerate() {
+        let s = Scratch::new(&format!("password-{i}"));
+        s.write("a.yaml", &manifest(&format!("a{i}.example.com"), &[], 10));
+        let kc = kubeconfig(&server, user).replace(server.url(), &with_userinfo);
+        assert!(kc.contains(url_password));
+        let (code, log) = once_at_trace(&s, &kc);
+        assert_eq!(code, 0, "{what}: {log}");
+        assert!(log.contains(" DEBUG "), "{what}: no debug lines");
+        assert!(
+            log.contains("connecting to https://127.0.0.1"),
+            "{what}: {log}"
+        );
+        for (name, secret) in [
+            ("kubeconfig password", kc_password.to_string()),
+            ("URL password", url_password.to_string()),
+            ("basic auth header", b64(&format!("admin:{kc_password}"))),
+            ("basic auth header", b64(&format!("someone:{url_password}"))),
+        ] {
+            assert_no_piece(&log, &format!("{what}, {name}"), &secret);
+        }
+    }
+}
+
+#[test]
+fn no_credential_is_sent_to_an_http_server_and_a_warning_says_so() {
+    let token = "clearTextTokenK9Lp2Vd";
+    // Plain HTTP that would accept the token: had it been sent, the request log names the user.
+    let server = TestServer::builder().token(token).start().unwrap();
+    let s = Scratch::new("http-token");
+    s.write("a.yaml", &manifest("a.example.com", &[], 10));
+    let kc = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n\
+         users:\n- name: t\n  user:\n    token: {token}\ncontexts:\n- name: t\n  context:\n    \
+         cluster: t\n    user: t\ncurrent-context: t\n",
+        server.url()
+    );
+    let kc_path = s.0.join("kubeconfig");
+    std::fs::write(&kc_path, &kc).unwrap();
+    let m = s.manifests();
+    let (code, log) = Proc::spawn_env(
+        &[
+            "plan",
+            "--manifests",
+            m.to_str().unwrap(),
+            "--kubeconfig",
+            kc_path.to_str().unwrap(),
+        ],
+        &[("RUST_LOG", "trace")],
+    )
+    .wait_exit(WAIT);
+    assert_ne!(code, 0, "the server wants a token it was never sent: {log}");
+    assert!(log.contains("credentials were not sent"), "{log}");
+    assert!(!server.requests().is_empty(), "the server was asked");
+    assert!(
+        server.requests().iter().all(|r| r.user.is_none()),
+        "a token reached the http server"
+    );
+    assert_no_piece(&log, "token toward http", token);
+}

@@ -119,7 +119,16 @@ fn create_sets_server_fields_and_keeps_unknown_fields() {
     let mut obj = svc("a.example.com");
     obj.spec.extra.insert("futureField".into(), json!({"x": 1}));
     obj.extra.insert("topLevelExtra".into(), json!("kept"));
-    let created = api(&s).create(&obj).unwrap();
+    // Without fieldValidation=Strict (which our client sends), as an older client writes.
+    let (code, created) = raw_json(
+        &s,
+        "POST",
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        "application/json",
+        &serde_json::to_value(&obj).unwrap(),
+    );
+    assert_eq!(code, 201, "{created}");
+    let created: APIService = serde_json::from_value(created).unwrap();
     let m = &created.metadata;
     assert_eq!(m.uid.as_ref().unwrap().len(), 36);
     assert_eq!(m.generation, Some(1));
@@ -291,10 +300,11 @@ fn merge_patch_applies_and_bumps() {
             "PATCH",
             "/apis/apiregistration.k8s.io/v1/apiservices/v1.a.io",
             ct,
-            &json!({"metadata": {"labels": {"p": ct}}, "spec": {"versionPriority": 42, "caBundle": null}}),
+            // A label value may not hold '/' or '+': the content type's letters only.
+            &json!({"metadata": {"labels": {"p": ct.replace(['/', '+'], "-")}}, "spec": {"versionPriority": 42, "caBundle": null}}),
         );
         assert_eq!(code, 200, "{body}");
-        assert_eq!(body["metadata"]["labels"]["p"], ct);
+        assert_eq!(body["metadata"]["labels"]["p"], ct.replace(['/', '+'], "-"));
     }
     let got = a.get("v1.a.io").unwrap();
     assert_eq!(got.spec.version_priority, 42);
@@ -973,7 +983,11 @@ fn request_log_records_verbs_names_and_codes() {
 
 #[test]
 fn bearer_token_is_required_when_set() {
-    let s = TestServer::builder().token("sekret").start().unwrap();
+    let s = TestServer::builder()
+        .tls(true)
+        .token("sekret")
+        .start()
+        .unwrap();
     let mut cfg = s.client_config();
     cfg.auth = autoregister::client::AuthConfig::None;
     let anon: Api<APIService> = Api::all(Client::new(cfg.clone()).unwrap());
@@ -1450,4 +1464,81 @@ fn body_over_the_limit_is_413_with_a_status_and_the_server_keeps_serving() {
     c.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 413");
     api.create(&svc("small.example.com")).unwrap();
+}
+
+#[test]
+fn dry_run_all_validates_and_answers_but_stores_nothing() {
+    let s = TestServer::start();
+    let a = api(&s);
+    let dry = api(&s).with_dry_run();
+    let v1 = a.create(&svc("a.io")).unwrap();
+    let rv = v1.resource_version().to_string();
+    let mut w = watch(&a, &rv, 10, false);
+
+    // Create: answered as created (with a UID), not stored.
+    let would = dry.create(&svc("b.io")).unwrap();
+    assert_eq!(would.name(), "v1.b.io");
+    assert!(would.metadata.uid.is_some());
+    assert!(s.get_object("apiservices", None, "v1.b.io").is_none());
+    // Validation and existence are checked as for a real write.
+    let mut bad = svc("c.io");
+    bad.spec.version_priority = 0;
+    assert_eq!(status_of(&dry.create(&bad).unwrap_err()).0, 422);
+    assert_eq!(status_of(&dry.create(&svc("a.io")).unwrap_err()).0, 409);
+    // Update: the would-be object at the current resourceVersion; nothing changes.
+    let mut changed = v1.clone();
+    changed.spec.version_priority = 99;
+    let would = dry.update(&changed).unwrap();
+    assert_eq!(would.spec.version_priority, 99);
+    assert_eq!(would.resource_version(), rv);
+    assert_eq!(a.get("v1.a.io").unwrap().spec.version_priority, 15);
+    // Delete: preconditions checked, the object stays.
+    let p = DeleteParams {
+        uid: v1.metadata.uid.as_deref().map(str::to_string),
+        resource_version: None,
+    };
+    dry.delete("v1.a.io", &p).unwrap();
+    assert!(a.get("v1.a.io").is_ok());
+    let wrong = DeleteParams {
+        uid: Some("other".into()),
+        resource_version: None,
+    };
+    assert_eq!(
+        status_of(&dry.delete("v1.a.io", &wrong).unwrap_err()).0,
+        409
+    );
+    assert_eq!(s.resource_version().to_string(), rv, "no new version");
+    // Only All is a dry-run value.
+    let (code, _) = raw_json(
+        &s,
+        "POST",
+        "/apis/apiregistration.k8s.io/v1/apiservices?dryRun=Some",
+        "application/json",
+        &serde_json::to_value(svc("d.io")).unwrap(),
+    );
+    assert_eq!(code, 400);
+    // No watch event for any of it: the first one is the real write that follows.
+    a.update(&changed).unwrap();
+    assert_eq!(kind_name(&w.next().unwrap().unwrap()), "MODIFIED v1.a.io");
+}
+
+#[test]
+fn an_admission_policy_refuses_with_422_real_and_dry_run_writes_alike() {
+    let s = TestServer::start();
+    s.set_admission(Some(Arc::new(|plural: &str, obj: &Value| {
+        (plural == "apiservices" && obj["spec"]["group"] == "denied.io")
+            .then(|| "group denied.io is not allowed".to_string())
+    })));
+    let a = api(&s);
+    for api in [a.clone(), a.clone().with_dry_run()] {
+        let e = api.create(&svc("denied.io")).unwrap_err();
+        assert_eq!(status_of(&e), (422, "Invalid".to_string()));
+        assert!(
+            e.to_string().contains("group denied.io is not allowed"),
+            "{e}"
+        );
+    }
+    a.create(&svc("ok.io")).unwrap();
+    s.set_admission(None);
+    a.create(&svc("denied.io")).unwrap();
 }

@@ -16,7 +16,7 @@ use super::duration;
 pub const USAGE: &str = "\
 usage:
   autoregister run  --manifests PATH [--once [--wait-available]] [--timeout DUR] [--workers N]
-                    [--kubeconfig FILE] [--context NAME] [--server URL]
+                    [--kubeconfig FILE] [--context NAME] [--server URL] [--as USER] [--as-group G]
                     [--qps F] [--burst N] [--resync DUR] [--relist DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
                     [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
@@ -24,7 +24,9 @@ usage:
                     [--label-key KEY] [--adopt] [--allow-empty] [--withdraw-unavailable DUR]
                     [--events[=BOOL]]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
+                    [--as USER] [--as-group G] [--as-uid UID]
                     [--label-key KEY] [--adopt] [--allow-empty] [--timeout DUR]
+                    [--all] [-o text|json] [--dry-run=server|none]
   autoregister version
 
 PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
@@ -38,6 +40,9 @@ flags (run and plan):
   --kubeconfig FILE        default: $KUBECONFIG, else ~/.kube/config, else in-cluster
   --context NAME           default: the kubeconfig's current-context
   --server URL             overrides the kubeconfig's server
+  --as USER                act as USER (impersonation; the kubeconfig user's `as`)
+  --as-group GROUP         act with GROUP too (repeatable; needs --as)
+  --as-uid UID             act with UID (needs --as)
   --qps F                  client-side requests/s, >= 0; 0 = off (default: none against a
                            server with API Priority and Fairness, else 50)
   --burst N                client-side burst, >= 1 (default 100)
@@ -69,7 +74,14 @@ flags (run only):
   --leader-elect-lease-duration DUR   default 15s; > renew deadline
   --leader-elect-renew-deadline DUR   default 10s; > 1.2 x retry period
   --leader-elect-retry-period DUR     default 2s
-  --events[=BOOL]          record Kubernetes Events on the APIServices (default true)";
+  --events[=BOOL]          record Kubernetes Events on the APIServices (default true)
+flags (plan only):
+  --all                    list every APIService, also those not ours (default: one line
+                           counting them)
+  -o, --output FORMAT      text or json (default text)
+  --dry-run=MODE           server: send each planned write with dryRun=All and report what
+                           the server refuses; none: no requests but the list (for read-only
+                           credentials). Default server";
 
 /// A parsed command line.
 #[derive(Debug)]
@@ -93,6 +105,12 @@ pub struct KubeArgs {
     pub context: Option<String>,
     /// `--server`.
     pub server: Option<String>,
+    /// `--as`: the user to impersonate.
+    pub as_user: Option<String>,
+    /// `--as-uid`: the uid to impersonate.
+    pub as_uid: Option<String>,
+    /// `--as-group`, repeatable: the groups to impersonate.
+    pub as_groups: Vec<String>,
     /// `--qps` (0 = off).
     pub qps: Option<f32>,
     /// `--burst`.
@@ -182,9 +200,24 @@ pub struct RunArgs {
     pub kube: KubeArgs,
 }
 
+/// `plan -o`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// A table for people.
+    Text,
+    /// One JSON document for pipelines.
+    Json,
+}
+
 /// Arguments of `plan`.
 #[derive(Debug)]
 pub struct PlanArgs {
+    /// `--all`: list APIServices that are not ours too.
+    pub all: bool,
+    /// `-o`.
+    pub output: Output,
+    /// `--dry-run=server` (true) or `none`.
+    pub dry_run: bool,
     /// `--manifests`.
     pub manifests: PathBuf,
     /// `--timeout`: the whole plan (every request it makes) gives up after this.
@@ -223,9 +256,17 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut lease_namespace = "kube-system".to_string();
     let mut lease_name = "autoregister".to_string();
     let mut events = true;
+    let (mut all, mut output, mut dry_run) = (false, Output::Text, true);
     let mut kube = KubeArgs::default();
     let mut ownership = OwnershipArgs::default();
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        let plan_only = |name: &str| {
+            if sub == "plan" {
+                Ok(())
+            } else {
+                Err(format!("--{name} is only valid for `plan`"))
+            }
+        };
         let run_only = |name: &str| {
             if sub == "run" {
                 Ok(())
@@ -243,6 +284,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             }
             Long("context") if sub != "version" => kube.context = Some(value(&mut parser)?),
             Long("server") if sub != "version" => kube.server = Some(value(&mut parser)?),
+            Long("as") if sub != "version" => kube.as_user = Some(value(&mut parser)?),
+            Long("as-uid") if sub != "version" => kube.as_uid = Some(value(&mut parser)?),
+            Long("as-group") if sub != "version" => kube.as_groups.push(value(&mut parser)?),
             Long("qps") if sub != "version" => {
                 let v = value(&mut parser)?;
                 let q: f32 = v
@@ -277,6 +321,26 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             }
             Long("adopt") if sub != "version" => ownership.adopt = true,
             Long("allow-empty") if sub != "version" => ownership.allow_empty = true,
+            Long("all") => {
+                plan_only("all")?;
+                all = true;
+            }
+            Short('o') | Long("output") => {
+                plan_only("output")?;
+                output = match value(&mut parser)?.as_str() {
+                    "text" => Output::Text,
+                    "json" => Output::Json,
+                    other => return Err(format!("-o takes text or json, got {other:?}")),
+                };
+            }
+            Long("dry-run") => {
+                plan_only("dry-run")?;
+                dry_run = match value(&mut parser)?.as_str() {
+                    "server" => true,
+                    "none" => false,
+                    other => return Err(format!("--dry-run takes server or none, got {other:?}")),
+                };
+            }
             Long("once") => {
                 run_only("once")?;
                 once = true;
@@ -409,6 +473,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
         })
     } else {
         Command::Plan(PlanArgs {
+            all,
+            output,
+            dry_run,
             manifests,
             timeout,
             ownership,

@@ -1,6 +1,6 @@
 //! Builds the API client from the connection flags.
 
-use autoregister::client::{Client, Config, ConnectOptions};
+use autoregister::client::{redact_url, Client, Config, ConnectOptions, Impersonation};
 
 use super::args::KubeArgs;
 use super::Failure;
@@ -12,6 +12,12 @@ pub fn client(kube: &KubeArgs) -> Result<Client, Failure> {
         kubeconfig: kube.kubeconfig.clone(),
         context: kube.context.clone(),
         server: kube.server.clone(),
+        impersonate: Impersonation {
+            user: kube.as_user.clone().filter(|u| !u.is_empty()),
+            uid: kube.as_uid.clone().filter(|u| !u.is_empty()),
+            groups: kube.as_groups.clone(),
+            extra: Vec::new(),
+        },
     };
     let mut config = Config::infer(&opts).map_err(|e| Failure::usage([e]))?;
     let (qps, burst) = kube.limits();
@@ -19,6 +25,20 @@ pub fn client(kube: &KubeArgs) -> Result<Client, Failure> {
     config.burst = burst;
     // An explicit limit wins over what the server says about flow control.
     config.detect_flow_control = kube.qps.is_none() && kube.burst.is_none();
-    log::info!("connecting to {} ({})", config.server, config.origin);
-    Client::new(config).map_err(|e| Failure::usage([format!("cannot build the client: {e}")]))
+    // The server is already without userinfo (it became basic auth); redacted all the same,
+    // as every URL this program prints.
+    log::info!(
+        "connecting to {} ({})",
+        redact_url(&config.server),
+        config.origin
+    );
+    if let Some(user) = &config.impersonate.user {
+        log::info!("acting as user {user:?} (impersonation)");
+    }
+    let client = Client::new(config)
+        .map_err(|e| Failure::usage([format!("cannot build the client: {e}")]))?;
+    if let Some(proxy) = client.proxy() {
+        log::info!("using proxy {proxy}");
+    }
+    Ok(client)
 }

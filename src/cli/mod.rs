@@ -6,7 +6,6 @@ pub mod connect;
 pub mod duration;
 pub mod logging;
 pub mod plan;
-mod plan_availability;
 pub mod run;
 pub mod signals;
 

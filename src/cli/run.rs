@@ -79,20 +79,15 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     let client = connect::client(&args.kube)?;
     // One identity for the Lease and the Events' reportingInstance.
     let identity = default_identity();
-    let controller = Controller::new(
-        client,
-        ControllerOptions {
-            workers: args.workers,
-            resync: args.resync,
-            relist: args.relist,
-            label_key: o.label_key.clone(),
-            adopt: o.adopt,
-            allow_empty: o.allow_empty,
-            events_instance: args.events.then(|| identity.clone()),
-            withdraw_unavailable: args.withdraw_unavailable,
-            ..ControllerOptions::default()
-        },
-    );
+    let mut options = ControllerOptions::new(o.label_key.clone());
+    options.workers = args.workers;
+    options.resync = args.resync;
+    options.relist = args.relist;
+    options.adopt = o.adopt;
+    options.allow_empty = o.allow_empty;
+    options.events_instance = args.events.then(|| identity.clone());
+    options.withdraw_unavailable = args.withdraw_unavailable;
+    let controller = Controller::new(client, options);
     let leader_metrics = args
         .leader_elect
         .then(|| LeaderMetrics::new(args.lease_name.clone()));
@@ -259,16 +254,14 @@ fn once(
             }
             Err(pending) if !pending.is_empty() && pending.iter().all(|p| p.blocked) => {
                 error!(
-                    "not converged: {} APIServices are not ours to write:",
+                    "not converged: {} APIServices will not converge by waiting (not ours to \
+                     write, or refused by the server):",
                     pending.len()
                 );
-                for p in pending.iter().take(SUMMARY_NAMES) {
-                    error!("  {}: {}", p.name, p.reason);
+                for line in by_cause(&pending) {
+                    error!("  {line}");
                 }
-                if pending.len() > SUMMARY_NAMES {
-                    error!("  and {} more", pending.len() - SUMMARY_NAMES);
-                }
-                // The NotOwned / EmptySetRefused Events say the same on the objects.
+                // The NotOwned / EmptySetRefused / Rejected Events say the same on the objects.
                 controller.events().flush(EVENT_FLUSH);
                 return End::Blocked;
             }
@@ -287,7 +280,9 @@ fn once(
     }
 }
 
-/// One summary instead of a line per name: counts, then the first few names and why.
+/// One summary instead of a line per name: counts, then each cause once with how many
+/// names it holds up and the first few of them (a server that cannot be reached is one
+/// fact, not one line per name).
 fn report_timeout(timeout: Duration, controller: &Controller, pending: &[Pending]) {
     let (done, total) = controller.progress();
     let failed = pending
@@ -299,20 +294,43 @@ fn report_timeout(timeout: Duration, controller: &Controller, pending: &[Pending
          {failed} failed, {} not synced yet",
         pending.len() - failed
     );
-    // Failures first: they say why; names not tried yet say little.
-    let mut shown: Vec<&Pending> = pending
+    for line in by_cause(pending) {
+        error!("  {line}");
+    }
+}
+
+/// Causes in order of how many names they hold up (failures before "not synced yet"), each
+/// once: `cause: name` for one name, `N APIServices: cause (a, b, … and M more)` for several.
+fn by_cause(pending: &[Pending]) -> Vec<String> {
+    let mut causes: Vec<(&str, Vec<&str>)> = Vec::new();
+    for p in pending {
+        match causes.iter_mut().find(|(r, _)| *r == p.reason) {
+            Some((_, names)) => names.push(&p.name),
+            None => causes.push((&p.reason, vec![&p.name])),
+        }
+    }
+    causes.sort_by_key(|(r, names)| (*r == NOT_SYNCED_YET, std::cmp::Reverse(names.len())));
+    causes
         .iter()
-        .filter(|p| p.reason != NOT_SYNCED_YET)
-        .chain(pending.iter().filter(|p| p.reason == NOT_SYNCED_YET))
         .take(SUMMARY_NAMES)
-        .collect();
-    shown.truncate(SUMMARY_NAMES);
-    for p in &shown {
-        error!("  {}: {}", p.name, p.reason);
-    }
-    if pending.len() > shown.len() {
-        error!("  and {} more", pending.len() - shown.len());
-    }
+        .map(|(reason, names)| match names.as_slice() {
+            [one] => format!("{one}: {reason}"),
+            many => {
+                let shown: Vec<&str> = many.iter().take(5).copied().collect();
+                let more = many.len() - shown.len();
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{} APIServices: {reason} ({}{more})",
+                    many.len(),
+                    shown.join(", ")
+                )
+            }
+        })
+        .collect()
 }
 
 /// Runs until a signal, applying settled manifest changes as a diff.

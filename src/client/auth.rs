@@ -28,6 +28,8 @@ enum Source {
     /// A fixed header value (bearer token or basic auth).
     Fixed(String),
     TokenFile(TokenFile),
+    /// The file's token while readable, else the fixed one.
+    TokenFileOr(TokenFile, String),
     Exec(Arc<ExecPlugin>),
 }
 
@@ -40,6 +42,10 @@ impl Authenticator {
             AuthConfig::TokenFile(path) => {
                 Source::TokenFile(TokenFile::new(path.clone(), Arc::new(Instant::now)))
             }
+            AuthConfig::TokenFileOr { path, token } => Source::TokenFileOr(
+                TokenFile::new(path.clone(), Arc::new(Instant::now)),
+                format!("Bearer {}", token.trim()),
+            ),
             AuthConfig::Basic { username, password } => Source::Fixed(format!(
                 "Basic {}",
                 base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
@@ -49,9 +55,42 @@ impl Authenticator {
         Ok(Authenticator { source })
     }
 
-    /// The `Authorization` header value for the next request, if any. An exec plugin gets
+    /// The `Authorization` header value for the next request, if any, checked to be a valid
+    /// header value. An exec plugin gets
     /// until `until` (and is killed when `cancelled()` turns true).
     pub(crate) fn header(
+        &self,
+        until: Instant,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<String>, Error> {
+        let header = self.raw_header(until, cancelled)?;
+        // A value HTTP cannot carry (a line break inside a token) is a credential problem;
+        // said here, without the value, rather than as a malformed request.
+        if let Some(h) = &header {
+            if ureq::http::HeaderValue::from_str(h).is_err() {
+                return Err(Error::Auth(format!(
+                    "the {} holds a character an HTTP header cannot carry (a line break or \
+                     control character inside the token?)",
+                    self.describe()
+                )));
+            }
+        }
+        Ok(header)
+    }
+
+    /// Where the credential comes from, for messages (never its value).
+    fn describe(&self) -> String {
+        match &self.source {
+            Source::None => "credential".into(),
+            Source::Fixed(_) => "kubeconfig token or password".into(),
+            Source::TokenFile(f) | Source::TokenFileOr(f, _) => {
+                format!("token file {}", f.path.display())
+            }
+            Source::Exec(_) => "exec plugin's token".into(),
+        }
+    }
+
+    fn raw_header(
         &self,
         until: Instant,
         cancelled: &dyn Fn() -> bool,
@@ -60,6 +99,10 @@ impl Authenticator {
             Source::None => None,
             Source::Fixed(h) => Some(h.clone()),
             Source::TokenFile(f) => Some(format!("Bearer {}", f.token()?)),
+            Source::TokenFileOr(f, fixed) => Some(match f.token() {
+                Ok(t) => format!("Bearer {t}"),
+                Err(_) => fixed.clone(),
+            }),
             Source::Exec(p) => p.token(until, cancelled)?.map(|t| format!("Bearer {t}")),
         })
     }
@@ -68,7 +111,7 @@ impl Authenticator {
     pub(crate) fn invalidate(&self) -> bool {
         match &self.source {
             Source::None | Source::Fixed(_) => false,
-            Source::TokenFile(f) => f.invalidate(),
+            Source::TokenFile(f) | Source::TokenFileOr(f, _) => f.invalidate(),
             Source::Exec(p) => p.invalidate(),
         }
     }
@@ -166,6 +209,26 @@ mod tests {
         std::fs::write(&path, " \t four \r\n\n").unwrap();
         assert!(f.invalidate());
         assert_eq!(f.token().unwrap(), "four");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_token_that_cannot_be_a_header_is_a_credential_error_naming_its_source() {
+        let dir = std::env::temp_dir().join(format!("ar-auth-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("token");
+        std::fs::write(&path, "first-line\nsecond-line\n").unwrap();
+        let mut config = Config::new("https://x");
+        config.auth = AuthConfig::TokenFile(path.clone());
+        let a = Authenticator::new(&config).unwrap();
+        let far = Instant::now() + Duration::from_secs(5);
+        match a.header(far, &|| false) {
+            Err(Error::Auth(m)) => {
+                assert!(m.contains(&path.display().to_string()), "{m}");
+                assert!(!m.contains("first-line"), "the token is not quoted: {m}");
+            }
+            other => panic!("{other:?}"),
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

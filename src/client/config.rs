@@ -4,6 +4,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use super::impersonation::Impersonation;
+use super::server_url::redact_url;
+
 /// Everything needed to build a [`Client`](super::Client).
 #[derive(Clone)]
 pub struct Config {
@@ -13,6 +16,8 @@ pub struct Config {
     pub tls: TlsConfig,
     /// Credentials sent with every request.
     pub auth: AuthConfig,
+    /// Act as another user (`Impersonate-*` headers on every request).
+    pub impersonate: Impersonation,
     /// Client-side rate limit in requests per second; `0` disables it.
     pub qps: f32,
     /// Requests allowed in a burst above `qps`.
@@ -29,6 +34,13 @@ pub struct Config {
     pub exec_timeout: Duration,
     /// Where this configuration came from, for messages (e.g. `kubeconfig /root/.kube/config, context kind`).
     pub origin: String,
+    /// The proxy for every connection (kubeconfig `proxy-url`: http, https or socks5, with
+    /// optional `user:password@`); `None` reads `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` as client-go.
+    pub proxy_url: Option<String>,
+    /// `User-Agent` of every request, which audit logs show: `PROGRAM/VERSION`. The default
+    /// names the running executable, as client-go does, so an embedding program is told
+    /// apart from the `autoregister` binary.
+    pub user_agent: String,
 }
 
 /// TLS settings for the connection to the API server.
@@ -56,6 +68,14 @@ pub enum AuthConfig {
     Token(String),
     /// A bearer token re-read from a file (service-account tokens rotate).
     TokenFile(PathBuf),
+    /// kubeconfig `token` and `tokenFile` together: the file's token while it can be read
+    /// (it may rotate), else `token` (client-go's precedence).
+    TokenFileOr {
+        /// The file read first.
+        path: PathBuf,
+        /// Sent when the file cannot be read or is empty.
+        token: String,
+    },
     /// HTTP basic auth.
     Basic {
         /// User name.
@@ -84,6 +104,11 @@ pub struct ExecConfig {
     pub provide_cluster_info: bool,
     /// `Never`, `IfAvailable` or `Always`; required by v1, defaults to `IfAvailable` in v1beta1.
     pub interactive_mode: Option<String>,
+    /// With `provide_cluster_info`: the server as the kubeconfig writes it (sent verbatim).
+    pub cluster_server: Option<String>,
+    /// With `provide_cluster_info`: the cluster's `client.authentication.k8s.io/exec`
+    /// extension, as JSON text (sent as `spec.cluster.config`).
+    pub cluster_config: Option<String>,
 }
 
 /// Default client-side limits for a server without API Priority and Fairness:
@@ -103,6 +128,7 @@ impl Config {
             server: server.trim_end_matches('/').to_string(),
             tls: TlsConfig::default(),
             auth: AuthConfig::None,
+            impersonate: Impersonation::default(),
             qps: DEFAULT_QPS,
             burst: DEFAULT_BURST,
             detect_flow_control: true,
@@ -110,7 +136,45 @@ impl Config {
             connect_timeout: Duration::from_secs(10),
             exec_timeout: DEFAULT_EXEC_TIMEOUT,
             origin: "explicit server".to_string(),
+            proxy_url: None,
+            user_agent: default_user_agent(),
         }
+    }
+
+    /// The program named by [`user_agent`](Self::user_agent) (its first product token
+    /// without the version): the default `fieldManager` of the controller's writes.
+    pub fn program_name(&self) -> &str {
+        let product = self
+            .user_agent
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
+        match product.split('/').next() {
+            Some(p) if !p.is_empty() => p,
+            _ => "autoregister",
+        }
+    }
+}
+
+/// `autoregister/VERSION` in the `autoregister` binary; `PROGRAM autoregister/VERSION` in
+/// a program embedding the library (PROGRAM: its executable's file name).
+fn default_user_agent() -> String {
+    let program = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        // A header token: no spaces, slashes or non-ASCII.
+        .map(|p| {
+            p.chars()
+                .map(|c| match c {
+                    'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
+                    _ => '_',
+                })
+                .collect::<String>()
+        })
+        .filter(|p| !p.is_empty() && p != "autoregister");
+    match program {
+        Some(p) => format!("{p} {}", super::USER_AGENT),
+        None => super::USER_AGENT.to_string(),
     }
 }
 
@@ -124,9 +188,10 @@ fn redact<T>(v: &Option<T>) -> Option<&'static str> {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
-            .field("server", &self.server)
+            .field("server", &redact_url(&self.server))
             .field("tls", &self.tls)
             .field("auth", &self.auth)
+            .field("impersonate", &self.impersonate)
             .field("qps", &self.qps)
             .field("burst", &self.burst)
             .field("detect_flow_control", &self.detect_flow_control)
@@ -134,6 +199,8 @@ impl fmt::Debug for Config {
             .field("connect_timeout", &self.connect_timeout)
             .field("exec_timeout", &self.exec_timeout)
             .field("origin", &self.origin)
+            .field("proxy_url", &self.proxy_url.as_ref().map(|_| REDACTED))
+            .field("user_agent", &self.user_agent)
             .finish()
     }
 }
@@ -159,6 +226,11 @@ impl fmt::Debug for AuthConfig {
             AuthConfig::None => f.write_str("None"),
             AuthConfig::Token(_) => f.debug_tuple("Token").field(&REDACTED).finish(),
             AuthConfig::TokenFile(p) => f.debug_tuple("TokenFile").field(p).finish(),
+            AuthConfig::TokenFileOr { path, .. } => f
+                .debug_struct("TokenFileOr")
+                .field("path", path)
+                .field("token", &REDACTED)
+                .finish(),
             AuthConfig::Basic { username, .. } => f
                 .debug_struct("Basic")
                 .field("username", username)
@@ -180,6 +252,7 @@ impl fmt::Debug for ExecConfig {
             .field("api_version", &self.api_version)
             .field("provide_cluster_info", &self.provide_cluster_info)
             .field("interactive_mode", &self.interactive_mode)
+            .field("cluster_config", &self.cluster_config.is_some())
             .finish()
     }
 }

@@ -133,7 +133,10 @@ impl ExecPlugin {
         }
         let mut spec = json!({ "interactive": false });
         if exec.provide_cluster_info {
-            let mut cluster = json!({ "server": config.server });
+            // client-go's ConfigToExecCluster: the server as written, TLS settings, and the
+            // cluster's `client.authentication.k8s.io/exec` extension as `config`.
+            let server = exec.cluster_server.as_deref().unwrap_or(&config.server);
+            let mut cluster = json!({ "server": server });
             if let Some(name) = &config.tls.server_name {
                 cluster["tls-server-name"] = json!(name);
             }
@@ -143,6 +146,13 @@ impl ExecPlugin {
             if let Some(ca) = &config.tls.ca_pem {
                 cluster["certificate-authority-data"] =
                     json!(base64::engine::general_purpose::STANDARD.encode(ca));
+            }
+            if let Some(extension) = &exec.cluster_config {
+                let value: serde_json::Value = serde_json::from_str(extension)
+                    .map_err(|e| Error::Config(format!("exec extension: {e}")))?;
+                if !value.is_null() {
+                    cluster["config"] = value;
+                }
             }
             spec["cluster"] = cluster;
         }
@@ -210,13 +220,12 @@ impl ExecPlugin {
         result
     }
 
-    /// The cached credential, if it is still valid; never runs the plugin.
-    pub(crate) fn cached(&self) -> Option<Credential> {
-        self.state
-            .lock()
-            .credential
-            .clone()
-            .filter(Credential::is_valid)
+    /// The last credential the plugin gave, expired or not; never runs the plugin. Every
+    /// request asks [`credential`](Self::credential) first, which runs the plugin again
+    /// when this one expired, so this is the freshest answer there is: as client-go, a
+    /// certificate that arrived already expired is still used for that request.
+    pub(crate) fn last(&self) -> Option<Credential> {
+        self.state.lock().credential.clone()
     }
 
     /// The bearer token, if the plugin gives one (it may give only a client certificate).
@@ -345,9 +354,8 @@ impl ResolvesClientCert for ExecClientCert {
     fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
         // Never runs the plugin here, inside a TLS handshake nothing can cancel: every
         // request asks for its credential first (bounded, cancellable), which fills the
-        // cache. A credential that expired in between gives no certificate, the server
-        // answers 401 and the retry runs the plugin again.
-        self.0.cached().and_then(|c| c.cert)
+        // cache (see `last`).
+        self.0.last().and_then(|c| c.cert)
     }
 
     fn has_certs(&self) -> bool {

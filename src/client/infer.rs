@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::config::Config;
+use super::config::{Config, Impersonation};
 use super::incluster;
 use super::kubeconfig::Kubeconfig;
 
@@ -17,6 +17,8 @@ pub struct ConnectOptions {
     pub context: Option<String>,
     /// `--server URL`: overrides the cluster's server, or is the whole config without a kubeconfig.
     pub server: Option<String>,
+    /// `--as`, `--as-uid`, `--as-group`: each given replaces the kubeconfig user's field.
+    pub impersonate: Impersonation,
 }
 
 /// The process environment [`Config::infer_with`] reads; tests build one instead of mutating env.
@@ -98,32 +100,63 @@ impl Config {
     }
 
     /// [`infer`](Self::infer) with an explicit environment.
+    ///
+    /// As client-go's deferred loading: the kubeconfig files are merged and the context
+    /// chosen; when none is (no `--context`, no current-context, e.g. an empty file) and no
+    /// `--server` is given, the in-cluster configuration is used if this is a pod.
     pub fn infer_with(opts: &ConnectOptions, env: &InferEnv) -> Result<Config, ConfigError> {
         let server = opts.server.as_deref().filter(|s| !s.is_empty());
         let context = opts.context.as_deref().filter(|s| !s.is_empty());
-        if let Some(kc) = kubeconfig_files(opts, env)? {
-            return kc.to_config(context, server);
-        }
-        if let Some(server) = server {
-            if context.is_some() {
-                return Err(ConfigError::new(
-                    "--context given but no kubeconfig found (KUBECONFIG, ~/.kube/config)",
-                ));
+        let kubeconfig = kubeconfig_files(opts, env)?;
+        if let Some(kc) = &kubeconfig {
+            if let Some(config) = kc.to_config(context, server, &opts.impersonate)? {
+                return Ok(config);
             }
-            return Ok(Config::new(server));
         }
-        if let (Some(host), Some(port)) = (&env.service_host, &env.service_port) {
-            if context.is_some() {
-                return Err(ConfigError::new(
-                    "--context given but no kubeconfig found (KUBECONFIG, ~/.kube/config)",
-                ));
-            }
-            return incluster::config(host, port, &env.service_account_dir);
+        if context.is_some() {
+            return Err(ConfigError::new(
+                "--context given but no kubeconfig found (KUBECONFIG, ~/.kube/config)",
+            ));
         }
-        Err(ConfigError::new(
-            "no kubeconfig found (--kubeconfig, KUBECONFIG, ~/.kube/config) and not running \
-             in a cluster (KUBERNETES_SERVICE_HOST unset); use --kubeconfig or --server",
-        ))
+        let mut config = if let Some(server) = server {
+            let mut c = Config::new(server);
+            c.normalize_server();
+            c
+        } else if let (Some(host), Some(port)) = (&env.service_host, &env.service_port) {
+            incluster::config(host, port, &env.service_account_dir)?
+        } else if kubeconfig.is_some() {
+            return Err(ConfigError::new(format!(
+                "kubeconfig {}: no current-context set, and not running in a cluster \
+                 (KUBERNETES_SERVICE_HOST unset); pass --context",
+                describe(opts, env)
+            )));
+        } else {
+            return Err(ConfigError::new(
+                "no kubeconfig found (--kubeconfig, KUBECONFIG, ~/.kube/config) and not running \
+                 in a cluster (KUBERNETES_SERVICE_HOST unset); use --kubeconfig or --server",
+            ));
+        };
+        super::kubeconfig::check_impersonation(&opts.impersonate).map_err(ConfigError::new)?;
+        config.impersonate = opts.impersonate.clone();
+        Ok(config)
+    }
+}
+
+/// The kubeconfig files read, for a message.
+fn describe(opts: &ConnectOptions, env: &InferEnv) -> String {
+    if let Some(p) = opts
+        .kubeconfig
+        .as_ref()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        return p.display().to_string();
+    }
+    if let Some(list) = &env.kubeconfig {
+        return list.to_string_lossy().into_owned();
+    }
+    match &env.home {
+        Some(h) => h.join(".kube").join("config").display().to_string(),
+        None => "~/.kube/config".to_string(),
     }
 }
 
@@ -133,7 +166,12 @@ fn kubeconfig_files(
     env: &InferEnv,
 ) -> Result<Option<Kubeconfig>, ConfigError> {
     let mut kc = Kubeconfig::default();
-    if let Some(path) = &opts.kubeconfig {
+    // `--kubeconfig ''` is "not given", as in kubectl.
+    if let Some(path) = opts
+        .kubeconfig
+        .as_ref()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
         kc.merge_file(path)?;
         return Ok(Some(kc));
     }

@@ -6,8 +6,13 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use serde::Deserialize;
 
-use super::config::{AuthConfig, Config, ExecConfig, TlsConfig};
+use super::config::{Config, Impersonation, TlsConfig};
 use super::infer::ConfigError;
+
+mod user;
+
+pub(crate) use user::check_impersonation;
+use user::{apply_user, impersonation, ExecCluster};
 
 /// One kubeconfig file as written; unknown fields are ignored.
 #[derive(Deserialize, Default)]
@@ -49,8 +54,49 @@ struct Cluster {
     server: Option<String>,
     certificate_authority: Option<PathBuf>,
     certificate_authority_data: Option<String>,
+    #[serde(default, deserialize_with = "yaml11_bool")]
     insecure_skip_tls_verify: Option<bool>,
     tls_server_name: Option<String>,
+    extensions: Option<Vec<NamedExtension>>,
+    proxy_url: Option<String>,
+}
+
+/// A cluster's `extensions` entry; `client.authentication.k8s.io/exec` is given to exec plugins.
+#[derive(Deserialize, Clone)]
+struct NamedExtension {
+    name: String,
+    #[serde(default)]
+    extension: serde_json::Value,
+}
+
+/// The extension name client-go reserves for exec plugin configuration.
+const EXEC_EXTENSION: &str = "client.authentication.k8s.io/exec";
+
+/// A boolean as kubectl reads it: its YAML parser is YAML 1.1, where `yes`, `on`, `y`
+/// (and their negations, in three cases) are booleans too.
+fn yaml11_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum B {
+        Bool(bool),
+        Text(String),
+    }
+    Ok(match Option::<B>::deserialize(d)? {
+        None => None,
+        Some(B::Bool(b)) => Some(b),
+        Some(B::Text(t)) => Some(match t.as_str() {
+            "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "true" | "True" | "TRUE" => {
+                true
+            }
+            "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "false" | "False"
+            | "FALSE" => false,
+            _ => {
+                return Err(serde::de::Error::custom(format!(
+                    "invalid boolean {t:?} (true or false)"
+                )))
+            }
+        }),
+    })
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -67,6 +113,11 @@ struct User {
     client_key_data: Option<String>,
     exec: Option<Exec>,
     auth_provider: Option<serde_yaml_ng::Value>,
+    #[serde(rename = "as")]
+    impersonate: Option<String>,
+    as_uid: Option<String>,
+    as_groups: Option<Vec<String>>,
+    as_user_extra: Option<BTreeMap<String, Vec<String>>>,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -79,8 +130,8 @@ struct Exec {
     env: Option<Vec<EnvVar>>,
     api_version: Option<String>,
     install_hint: Option<String>,
-    #[serde(default)]
-    provide_cluster_info: bool,
+    #[serde(default, deserialize_with = "yaml11_bool")]
+    provide_cluster_info: Option<bool>,
     interactive_mode: Option<String>,
 }
 
@@ -119,12 +170,21 @@ impl Kubeconfig {
     pub(crate) fn merge_file(&mut self, path: &Path) -> Result<(), ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::in_file(path, format!("cannot read kubeconfig: {e}")))?;
+        // A byte-order mark (Windows editors write one) is not part of the document.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let parsed: File = if text.trim().is_empty() {
             File::default()
         } else {
-            crate::yaml::from_str(&text)
+            crate::yaml::from_str(text)
                 .map_err(|e| ConfigError::in_file(path, format!("invalid kubeconfig: {e}")))?
         };
+        // client-go refuses a name defined twice in one file (its lists become maps).
+        let in_file = |m: String| ConfigError::in_file(path, m);
+        no_duplicates(parsed.clusters.iter().flatten().map(|c| &c.name), "cluster")
+            .map_err(in_file)?;
+        no_duplicates(parsed.users.iter().flatten().map(|c| &c.name), "user").map_err(in_file)?;
+        no_duplicates(parsed.contexts.iter().flatten().map(|c| &c.name), "context")
+            .map_err(in_file)?;
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let file = path.to_path_buf();
         for c in parsed.clusters.unwrap_or_default() {
@@ -173,17 +233,18 @@ impl Kubeconfig {
         names.join(", ")
     }
 
-    /// The configuration for `context` (or current-context), with `server` overriding the cluster's.
+    /// The configuration for `context` (or current-context), with `server` overriding the
+    /// cluster's and `imp` (the `--as*` flags) the user's impersonation. `Ok(None)` when
+    /// neither names a context: client-go then falls back to the in-cluster configuration.
     pub(crate) fn to_config(
         &self,
         context: Option<&str>,
         server: Option<&str>,
-    ) -> Result<Config, ConfigError> {
+        imp: &Impersonation,
+    ) -> Result<Option<Config>, ConfigError> {
         let files = self.describe_files();
         let Some(name) = context.or(self.current_context.as_deref()) else {
-            return Err(ConfigError::new(format!(
-                "kubeconfig {files}: no current-context set; pass --context"
-            )));
+            return Ok(None);
         };
         let ctx = self.contexts.get(name).ok_or_else(|| {
             ConfigError::new(format!("kubeconfig {files}: context {name:?} not found"))
@@ -210,7 +271,7 @@ impl Kubeconfig {
             ),
         };
 
-        let server = server
+        let written = server
             .map(str::to_string)
             .or_else(|| cluster.value.server.clone())
             .filter(|s| !s.is_empty())
@@ -220,15 +281,47 @@ impl Kubeconfig {
                     format!("cluster {cluster_name:?} has no server"),
                 )
             })?;
-        let mut config = Config::new(server);
-        config.tls = cluster_tls(cluster_name, cluster)?;
-        if let Some(user) = user {
-            let user_name = ctx.value.user.as_deref().unwrap_or_default();
-            apply_user(user_name, user, &mut config)?;
+        let mut config = Config::new(written.clone());
+        config.normalize_server();
+        let tls = config.is_tls();
+        config.tls = cluster_tls(cluster_name, cluster, tls)?;
+        config.proxy_url = cluster_proxy(cluster_name, cluster)?;
+        // As client-go: `--server` clears the kubeconfig's tls-server-name (it named the old host).
+        if server.is_some() {
+            config.tls.server_name = None;
         }
+        let user_name = ctx.value.user.as_deref().unwrap_or_default();
+        let empty = Entry {
+            value: User::default(),
+            file: ctx.file.clone(),
+        };
+        let user = user.unwrap_or(&empty);
+        let exec_cluster = ExecCluster {
+            server: written,
+            config: cluster
+                .value
+                .extensions
+                .iter()
+                .flatten()
+                .find(|e| e.name == EXEC_EXTENSION)
+                .map(|e| e.extension.to_string()),
+        };
+        apply_user(user_name, user, &mut config, tls, &exec_cluster)?;
+        config.impersonate = impersonation(&user.value, imp)
+            .map_err(|m| ConfigError::in_file(&user.file, format!("user {user_name:?}: {m}")))?;
         config.origin = format!("kubeconfig {} (context {name})", ctx.file.display());
-        Ok(config)
+        Ok(Some(config))
     }
+}
+
+fn no_duplicates<'a>(names: impl Iterator<Item = &'a String>, what: &str) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for n in names {
+        if !seen.insert(n) {
+            return Err(format!("{what} {n:?} is defined twice"));
+        }
+    }
+    Ok(())
 }
 
 fn resolve(dir: &Path, p: &mut Option<PathBuf>) {
@@ -241,31 +334,59 @@ fn resolve(dir: &Path, p: &mut Option<PathBuf>) {
     }
 }
 
-fn cluster_tls(name: &str, c: &Entry<Cluster>) -> Result<TlsConfig, ConfigError> {
+/// The cluster's TLS settings; toward an `http://` server client-go reads none of them.
+fn cluster_tls(name: &str, c: &Entry<Cluster>, https: bool) -> Result<TlsConfig, ConfigError> {
     let what = format!("cluster {name:?}");
+    let v = &c.value;
+    let err = |m: String| ConfigError::in_file(&c.file, format!("{what}: {m}"));
+    let data = v
+        .certificate_authority_data
+        .as_ref()
+        .filter(|d| !d.is_empty());
+    if data.is_some() && v.certificate_authority.is_some() {
+        return Err(err(
+            "certificate-authority-data and certificate-authority are both set; keep one".into(),
+        ));
+    }
+    if let Some(p) = &v.certificate_authority {
+        // client-go's validation opens the file whatever the scheme.
+        std::fs::File::open(p).map_err(|e| {
+            err(format!(
+                "cannot read certificate-authority {}: {e}",
+                p.display()
+            ))
+        })?;
+    }
+    if !https {
+        return Ok(TlsConfig::default());
+    }
+    let insecure = v.insecure_skip_tls_verify == Some(true);
+    if insecure && (data.is_some() || v.certificate_authority.is_some()) {
+        return Err(err(
+            "insecure-skip-tls-verify and a certificate-authority are both set: \
+             a CA is not checked when verification is off; keep one"
+                .into(),
+        ));
+    }
     let mut tls = TlsConfig {
         ca_pem: data_or_file(
             &c.file,
             &what,
             "certificate-authority",
-            &c.value.certificate_authority_data,
-            &c.value.certificate_authority,
+            &v.certificate_authority_data,
+            &v.certificate_authority,
         )?,
-        server_name: c.value.tls_server_name.clone().filter(|s| !s.is_empty()),
+        server_name: v.tls_server_name.clone().filter(|s| !s.is_empty()),
         ..TlsConfig::default()
     };
     if let Some(pem) = &tls.ca_pem {
-        let source = match &c.value.certificate_authority_data {
-            Some(d) if !d.trim().is_empty() => "certificate-authority-data".to_string(),
-            _ => match &c.value.certificate_authority {
-                Some(p) => format!("certificate-authority {}", p.display()),
-                None => "certificate-authority".to_string(),
-            },
+        let source = match &v.certificate_authority {
+            Some(p) => format!("certificate-authority {}", p.display()),
+            None => "certificate-authority-data".to_string(),
         };
-        pem_certificates(pem)
-            .map_err(|m| ConfigError::in_file(&c.file, format!("{what}: {source}: {m}")))?;
+        pem_certificates(pem).map_err(|m| err(format!("{source}: {m}")))?;
     }
-    if c.value.insecure_skip_tls_verify == Some(true) {
+    if insecure {
         log::warn!(
             "{what} in {}: insecure-skip-tls-verify is set, the server's certificate is not checked",
             c.file.display()
@@ -275,93 +396,34 @@ fn cluster_tls(name: &str, c: &Entry<Cluster>) -> Result<TlsConfig, ConfigError>
     Ok(tls)
 }
 
-fn apply_user(name: &str, u: &Entry<User>, config: &mut Config) -> Result<(), ConfigError> {
-    let what = format!("user {name:?}");
-    let v = &u.value;
-    let err = |m: String| ConfigError::in_file(&u.file, format!("{what}: {m}"));
-    config.tls.client_cert_pem = data_or_file(
-        &u.file,
-        &what,
-        "client-certificate",
-        &v.client_certificate_data,
-        &v.client_certificate,
-    )?;
-    config.tls.client_key_pem = data_or_file(
-        &u.file,
-        &what,
-        "client-key",
-        &v.client_key_data,
-        &v.client_key,
-    )?;
-    if config.tls.client_cert_pem.is_some() != config.tls.client_key_pem.is_some() {
-        return Err(err(
-            "client-certificate and client-key must be given together".into(),
-        ));
-    }
-    if v.auth_provider.is_some() {
-        return Err(err(
-            "auth-provider plugins are not supported; use an exec credential plugin".into(),
-        ));
-    }
-    config.auth = if let Some(t) = v.token.as_ref().filter(|t| !t.is_empty()) {
-        AuthConfig::Token(t.clone())
-    } else if let Some(f) = &v.token_file {
-        AuthConfig::TokenFile(f.clone())
-    } else if let Some(username) = v.username.as_ref().filter(|u| !u.is_empty()) {
-        AuthConfig::Basic {
-            username: username.clone(),
-            password: v.password.clone().unwrap_or_default(),
-        }
-    } else if let Some(e) = &v.exec {
-        AuthConfig::Exec(exec_config(e).map_err(err)?)
-    } else {
-        AuthConfig::None
+/// The cluster's `proxy-url`, checked as client-go does (http, https or socks5).
+fn cluster_proxy(name: &str, c: &Entry<Cluster>) -> Result<Option<String>, ConfigError> {
+    let Some(url) = c.value.proxy_url.as_ref().filter(|u| !u.is_empty()) else {
+        return Ok(None);
     };
-    Ok(())
+    super::proxy::check_proxy_url(url).map_err(|m| {
+        // The URL may carry a password: the message names the cluster, not the URL.
+        ConfigError::in_file(&c.file, format!("cluster {name:?}: invalid proxy-url: {m}"))
+    })?;
+    Ok(Some(url.clone()))
 }
 
-fn exec_config(e: &Exec) -> Result<ExecConfig, String> {
-    let command = e
-        .command
-        .clone()
-        .filter(|c| !c.is_empty())
-        .ok_or("exec: command is required")?;
-    let api_version = e
-        .api_version
-        .clone()
-        .filter(|c| !c.is_empty())
-        .ok_or("exec: apiVersion is required")?;
-    Ok(ExecConfig {
-        command,
-        args: e.args.clone().unwrap_or_default(),
-        env: e
-            .env
-            .iter()
-            .flatten()
-            .map(|v| (v.name.clone(), v.value.clone()))
-            .collect(),
-        api_version,
-        install_hint: e.install_hint.clone().filter(|h| !h.is_empty()),
-        provide_cluster_info: e.provide_cluster_info,
-        interactive_mode: e.interactive_mode.clone().filter(|m| !m.is_empty()),
-    })
-}
-
-/// Checks that `bytes` hold at least one PEM certificate and nothing unreadable, so a
-/// DER or garbage CA is refused here, naming the file, rather than later without a name.
+/// Checks that `bytes` hold at least one usable PEM certificate, so a DER or garbage CA is
+/// refused here, naming the file, rather than later without a name. A bad block among good
+/// ones is skipped, as Go's `AppendCertsFromPEM` does (see [`super::tls::pem_roots`]).
 fn pem_certificates(bytes: &[u8]) -> Result<(), String> {
-    use rustls_pki_types::pem::PemObject;
-    let mut n = 0;
-    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(bytes) {
-        cert.map_err(|e| format!("not a readable PEM certificate: {e}"))?;
-        n += 1;
-    }
-    if n == 0 {
-        return Err(
+    let (roots, skipped) = super::tls::pem_roots(bytes);
+    if roots.is_empty() {
+        return Err(if skipped > 0 {
+            "no readable certificate: every CERTIFICATE block is damaged".into()
+        } else {
             "not PEM: no \"-----BEGIN CERTIFICATE-----\" block (a DER file must be converted: \
              openssl x509 -inform der -in FILE)"
-                .into(),
-        );
+                .into()
+        });
+    }
+    if skipped > 0 {
+        log::warn!("CA bundle: {skipped} unreadable certificate block(s) skipped");
     }
     Ok(())
 }
@@ -375,12 +437,16 @@ fn data_or_file(
     path: &Option<PathBuf>,
 ) -> Result<Option<Vec<u8>>, ConfigError> {
     if let Some(d) = data.as_ref().filter(|d| !d.trim().is_empty()) {
-        let compact: String = d.split_whitespace().collect();
+        // Go's base64 decoder skips line breaks, nothing else: a space is an error.
+        let compact: String = d.chars().filter(|c| *c != '\n' && *c != '\r').collect();
         return base64::engine::general_purpose::STANDARD
             .decode(compact)
             .map(Some)
             .map_err(|e| {
-                ConfigError::in_file(file, format!("{what}: {field}-data: bad base64: {e}"))
+                ConfigError::in_file(
+                    file,
+                    format!("{what}: {field}-data: bad base64 (spaces are not allowed): {e}"),
+                )
             });
     }
     match path {

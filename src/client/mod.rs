@@ -5,25 +5,30 @@ mod child;
 mod config;
 mod error;
 mod exec;
+mod impersonation;
 mod incluster;
 mod infer;
 mod kubeconfig;
 mod metrics;
+mod proxy;
 mod ratelimit;
 mod resolver;
 mod rest;
+mod server_url;
 mod tls;
 mod transport;
 mod typed_api;
 mod watch;
 
 pub use config::{
-    AuthConfig, Config, ExecConfig, TlsConfig, DEFAULT_BURST, DEFAULT_EXEC_TIMEOUT, DEFAULT_QPS,
+    AuthConfig, Config, ExecConfig, Impersonation, TlsConfig, DEFAULT_BURST, DEFAULT_EXEC_TIMEOUT,
+    DEFAULT_QPS,
 };
 pub use error::{ApiError, Error, MAX_RETRY_AFTER};
 pub use infer::{ConfigError, ConnectOptions, InferEnv, SERVICE_ACCOUNT_DIR};
 pub use metrics::{RestMetrics, ERROR_CODE};
 pub use rest::{Client, WriteGate, MAX_BODY_BYTES};
+pub use server_url::redact_url;
 pub use transport::Canceller;
 pub use typed_api::{Api, DeleteParams, ListParams, WatchParams, WATCH_SLACK};
 pub use watch::{WatchStream, MAX_EVENT_BYTES};

@@ -54,6 +54,8 @@ struct Inner {
     metrics: Arc<RestMetrics>,
     /// `host` label of the metrics: the server URL's authority.
     host: String,
+    /// `Impersonate-*` headers sent with every request.
+    impersonate: Vec<(String, String)>,
 }
 
 /// HTTP verbs the client uses.
@@ -88,13 +90,38 @@ impl Verb {
 
 impl Client {
     /// Builds a client (TLS, credentials, rate limiter) from `config`.
-    pub fn new(config: Config) -> Result<Client, Error> {
+    ///
+    /// Userinfo in the server URL becomes basic auth (see [`Config::normalize_server`]).
+    /// Credentials go only over TLS: toward an `http://` server none is sent (no token,
+    /// password, client certificate or exec plugin run), as client-go loads none, and a
+    /// warning says so.
+    pub fn new(mut config: Config) -> Result<Client, Error> {
+        config.normalize_server();
+        if !config.is_tls() && config.has_credentials() {
+            log::warn!(
+                "credentials were not sent: the server {} is not TLS (http://), and \
+                 credentials go only over TLS",
+                config.server
+            );
+            config.auth = super::config::AuthConfig::None;
+            config.tls.client_cert_pem = None;
+            config.tls.client_key_pem = None;
+        }
         let transport = Transport::new(&config)?;
         let auth = Authenticator::new(&config)?;
         let limiter = RequestLimiter::new(&config);
         let host = host_label(&config.server);
+        let impersonate = config.impersonate.headers();
+        for (name, value) in &impersonate {
+            if http::HeaderValue::from_str(value).is_err() {
+                return Err(Error::Config(format!(
+                    "impersonation: {name} {value:?} is not a valid HTTP header value"
+                )));
+            }
+        }
         Ok(Client {
             inner: Arc::new(Inner {
+                impersonate,
                 config,
                 transport,
                 auth,
@@ -107,6 +134,12 @@ impl Client {
             cancel: None,
             write_gate: None,
         })
+    }
+
+    /// The proxy requests go through and where it was configured, e.g.
+    /// `http://proxy:3128 (from HTTPS_PROXY)` (never its credentials); `None` when direct.
+    pub fn proxy(&self) -> Option<&str> {
+        self.inner.transport.proxy()
     }
 
     /// This client with `gate` asked right before every write is put on the wire (after
@@ -301,6 +334,9 @@ impl Client {
             );
             if let Some(auth) = self.inner.auth.header(auth_until, &cancelled)? {
                 builder = builder.header("Authorization", auth);
+            }
+            for (name, value) in &self.inner.impersonate {
+                builder = builder.header(name.as_str(), value.as_str());
             }
             if let (Some(gate), false) = (&self.write_gate, verb == Verb::Get) {
                 if let Err(why) = gate() {

@@ -35,16 +35,16 @@ pub(crate) fn client_config(
     } else {
         let mut roots = RootCertStore::empty();
         if let Some(pem) = &tls.ca_pem {
-            let mut n = 0;
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| Error::Config(format!("CA certificate: {e}")))?;
+            let (certs, _) = pem_roots(pem);
+            if certs.is_empty() {
+                return Err(Error::Config(
+                    "CA data holds no usable PEM certificate".into(),
+                ));
+            }
+            for cert in certs {
                 roots
                     .add(cert)
                     .map_err(|e| Error::Config(format!("CA certificate: {e}")))?;
-                n += 1;
-            }
-            if n == 0 {
-                return Err(Error::Config("CA data holds no PEM certificate".into()));
             }
         }
         builder.with_root_certificates(roots)
@@ -62,6 +62,7 @@ pub(crate) fn client_config(
             // Accepts PKCS#8, PKCS#1 (RSA) and SEC1 (EC) keys.
             let key = PrivateKeyDer::from_pem_slice(key)
                 .map_err(|e| Error::Config(format!("client key: {e}")))?;
+            let rsa_bits = rsa_modulus_bits(&key);
             builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|e| match e {
@@ -70,7 +71,14 @@ pub(crate) fn client_config(
                             "client certificate/key: the key does not match the certificate".into(),
                         )
                     }
-                    e => Error::Config(format!("client certificate/key: {e}")),
+                    e => match rsa_bits {
+                        Some(bits) if bits < 2048 => Error::Config(format!(
+                            "client key: an RSA key of {bits} bits is too short; at least 2048 \
+                             bits are needed (kubectl accepts shorter ones, rustls does not): \
+                             issue a new key and certificate"
+                        )),
+                        _ => Error::Config(format!("client certificate/key: {e}")),
+                    },
                 })?
         }
         (None, None) => match client_cert {
@@ -84,6 +92,118 @@ pub(crate) fn client_config(
         }
     };
     Ok(Arc::new(config))
+}
+
+/// The certificates of a PEM bundle that parse, and how many blocks were skipped: as Go's
+/// `AppendCertsFromPEM`, a damaged block among good ones is passed over, not fatal.
+pub(crate) fn pem_roots(pem: &[u8]) -> (Vec<CertificateDer<'static>>, usize) {
+    use base64::Engine as _;
+    const BEGIN: &[u8] = b"-----BEGIN CERTIFICATE-----";
+    const END: &[u8] = b"-----END CERTIFICATE-----";
+    let mut good = Vec::new();
+    let mut skipped = 0;
+    let mut rest = pem;
+    while let Some(start) = find(rest, BEGIN) {
+        let body = &rest[start + BEGIN.len()..];
+        let Some(end) = find(body, END) else {
+            // Truncated: no END line follows.
+            skipped += 1;
+            break;
+        };
+        // A block cut short before the next one begins is skipped; the next one is read.
+        if let Some(next) = find(&body[..end], BEGIN) {
+            skipped += 1;
+            rest = &body[next..];
+            continue;
+        }
+        let text: Vec<u8> = body[..end]
+            .iter()
+            .copied()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        match base64::engine::general_purpose::STANDARD.decode(text) {
+            Ok(der) if webpki_parses(&CertificateDer::from(der.as_slice())) => {
+                good.push(CertificateDer::from(der))
+            }
+            _ => skipped += 1,
+        }
+        rest = &body[end + END.len()..];
+    }
+    (good, skipped)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn webpki_parses(cert: &CertificateDer<'_>) -> bool {
+    RootCertStore::empty().add(cert.clone()).is_ok()
+}
+
+/// The modulus length of an RSA private key (PKCS#1 or PKCS#8), read from its DER just far
+/// enough to say why a short key is refused.
+fn rsa_modulus_bits(key: &PrivateKeyDer<'_>) -> Option<usize> {
+    // DER: SEQUENCE { ... }; returns (tag, content, rest).
+    fn tlv(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, b) = b.split_first()?;
+        let (&l0, mut b) = b.split_first()?;
+        let len = if l0 < 0x80 {
+            l0 as usize
+        } else {
+            let n = (l0 & 0x7f) as usize;
+            if n > 4 || b.len() < n {
+                return None;
+            }
+            let l = b[..n].iter().fold(0usize, |a, x| (a << 8) | *x as usize);
+            b = &b[n..];
+            l
+        };
+        (b.len() >= len).then(|| (tag, &b[..len], &b[len..]))
+    }
+    // RSAPrivateKey ::= SEQUENCE { version INTEGER, modulus INTEGER, ... }
+    fn pkcs1(der: &[u8]) -> Option<usize> {
+        let (0x30, seq, _) = tlv(der)? else {
+            return None;
+        };
+        let (0x02, _, rest) = tlv(seq)? else {
+            return None;
+        };
+        let (0x02, n, _) = tlv(rest)? else {
+            return None;
+        };
+        let n = match n.iter().position(|b| *b != 0) {
+            Some(i) => &n[i..],
+            None => return Some(0),
+        };
+        Some(n.len() * 8 - n[0].leading_zeros() as usize)
+    }
+    match key {
+        PrivateKeyDer::Pkcs1(k) => pkcs1(k.secret_pkcs1_der()),
+        PrivateKeyDer::Pkcs8(k) => {
+            // PrivateKeyInfo ::= SEQUENCE { version, AlgorithmIdentifier, OCTET STRING key }
+            const RSA_OID: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+            let (0x30, seq, _) = tlv(k.secret_pkcs8_der())? else {
+                return None;
+            };
+            let (0x02, _, rest) = tlv(seq)? else {
+                return None;
+            };
+            let (0x30, alg, rest) = tlv(rest)? else {
+                return None;
+            };
+            let (0x06, oid, _) = tlv(alg)? else {
+                return None;
+            };
+            if oid != RSA_OID {
+                return None;
+            }
+            let (0x04, inner, _) = tlv(rest)? else {
+                return None;
+            };
+            pkcs1(inner)
+        }
+        _ => None,
+    }
 }
 
 /// The name to verify and send as SNI: the `tls-server-name` override or the URL's host.
@@ -133,5 +253,41 @@ impl ServerCertVerifier for AcceptAnyServer {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert_pem() -> String {
+        let key = rcgen::KeyPair::generate().unwrap();
+        rcgen::CertificateParams::new(vec!["ca".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap()
+            .pem()
+    }
+
+    #[test]
+    fn damaged_blocks_in_a_ca_bundle_are_skipped_as_go_does() {
+        let good = cert_pem();
+        let bad = "-----BEGIN CERTIFICATE-----\nMIIBnotacert==\n-----END CERTIFICATE-----\n";
+        let cut = "-----BEGIN CERTIFICATE-----\nMIIBkTCB+wIJ\n";
+        let bundle = format!("{bad}{cut}{good}junk\n{good}");
+        let (certs, skipped) = pem_roots(bundle.as_bytes());
+        assert_eq!((certs.len(), skipped), (2, 2));
+        assert_eq!(pem_roots(bad.as_bytes()).0.len(), 0);
+        assert_eq!(pem_roots(b"no pem here"), (Vec::new(), 0));
+    }
+
+    #[test]
+    fn short_rsa_keys_are_measured_for_the_message() {
+        let pem = include_str!("../../tests/support/rsa1024.key");
+        let key = PrivateKeyDer::from_pem_slice(pem.as_bytes()).unwrap();
+        assert_eq!(rsa_modulus_bits(&key), Some(1024));
+        let ec = rcgen::KeyPair::generate().unwrap().serialize_pem();
+        let key = PrivateKeyDer::from_pem_slice(ec.as_bytes()).unwrap();
+        assert_eq!(rsa_modulus_bits(&key), None);
     }
 }

@@ -1,7 +1,7 @@
 //! Connections to the API server: the shared pooled agent, TLS, and cancellable watch connections.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -9,12 +9,14 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use ureq::unversioned::transport::{
-    Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, ShutdownHandle,
-    Transport as UreqTransport,
+    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
+    ShutdownHandle, SocksConnector, Transport as UreqTransport, TransportAdapter,
 };
+use ureq::ProxyProtocol;
 
 use super::config::{AuthConfig, Config, TlsConfig};
 use super::exec::{ExecClientCert, ExecPlugin};
+use super::proxy::Route;
 use super::Error;
 
 /// Builds ureq agents for one API server.
@@ -22,6 +24,8 @@ pub(crate) struct Transport {
     agent: ureq::Agent,
     connector: TlsConnector,
     config: Config,
+    /// The proxy every connection goes through, if any.
+    route: Option<Route>,
 }
 
 impl Transport {
@@ -37,6 +41,21 @@ impl Transport {
         if let Some(name) = &config.tls.server_name {
             // Checked here so a bad tls-server-name is a configuration error, not a TLS failure.
             super::tls::server_name(&config.tls, name)?;
+        }
+        let route = super::proxy::route(&config.server, config.proxy_url.as_deref(), &|k| {
+            std::env::var(k).ok()
+        })?;
+        if !https
+            && route
+                .as_ref()
+                .is_some_and(|r| r.proxy.protocol() == ProxyProtocol::Https)
+        {
+            // Go checks an https proxy with the cluster's TLS settings, which an http server lacks.
+            return Err(Error::Config(
+                "an https proxy needs an https server: the proxy's certificate is checked \
+                 against the cluster's certificate-authority"
+                    .into(),
+            ));
         }
         let rustls = if https {
             // An exec plugin may answer with a client certificate instead of (or besides) a token.
@@ -58,10 +77,17 @@ impl Transport {
             idle: None,
         };
         Ok(Transport {
-            agent: build_agent(config, connector.clone(), true),
+            agent: build_agent(config, route.as_ref(), connector.clone(), true),
             connector,
             config: config.clone(),
+            route,
         })
+    }
+
+    /// The proxy connections go through and where it was configured, e.g.
+    /// `http://proxy:3128 (from HTTPS_PROXY)`; never its credentials.
+    pub(crate) fn proxy(&self) -> Option<&str> {
+        self.route.as_ref().map(|r| r.description.as_str())
     }
 
     /// The shared, pooled agent for ordinary requests.
@@ -78,7 +104,7 @@ impl Transport {
             idle,
             ..self.connector.clone()
         };
-        build_agent(&self.config, connector, false)
+        build_agent(&self.config, self.route.as_ref(), connector, false)
     }
 
     /// A pooled agent of its own whose every connection `cancel` closes: a client handle
@@ -88,21 +114,26 @@ impl Transport {
             cancel: vec![cancel.clone()],
             ..self.connector.clone()
         };
-        build_agent(&self.config, connector, true)
+        build_agent(&self.config, self.route.as_ref(), connector, true)
     }
 }
 
 /// Input and output buffer of each connection, and the longest response head accepted.
 const CONNECTION_BUFFER: usize = 32 * 1024;
 
-fn build_agent(config: &Config, connector: TlsConnector, pooled: bool) -> ureq::Agent {
+fn build_agent(
+    config: &Config,
+    route: Option<&Route>,
+    connector: TlsConnector,
+    pooled: bool,
+) -> ureq::Agent {
     let mut builder = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(config.connect_timeout))
-        .user_agent(super::USER_AGENT)
-        // Our connector speaks to the API server directly; a proxy from the environment
-        // would make ureq resolve the proxy's address and send absolute-form requests.
-        .proxy(None)
+        .user_agent(&config.user_agent)
+        // Only the proxy chosen by client-go's rules (proxy.rs), never ureq's own reading
+        // of the environment (which has no loopback rule nor CIDRs in NO_PROXY).
+        .proxy(route.map(|r| r.proxy.clone()))
         // The REST API never redirects. Following one would replay a write as a GET (a 302
         // to a POST) and hand our client certificate to whatever host it names; a 3xx is
         // returned and classified as an error instead.
@@ -147,21 +178,35 @@ impl std::fmt::Debug for TlsConnector {
 }
 
 impl Connector<()> for TlsConnector {
-    type Out = Connection;
+    type Out = Either<Connection, Tunneled>;
 
     fn connect(
         &self,
         details: &ConnectionDetails,
         _chained: Option<()>,
-    ) -> Result<Option<Connection>, ureq::Error> {
+    ) -> Result<Option<Self::Out>, ureq::Error> {
         if self.cancel.iter().any(Canceller::is_cancelled) {
             return Err(cancelled());
         }
+        // The agent's config carries a proxy only when this server is to be proxied; the
+        // connection to the proxy itself comes back here without one.
+        match details.config.proxy() {
+            Some(proxy) => self
+                .connect_proxied(details, proxy)
+                .map(|c| Some(Either::B(c))),
+            None => self.connect_direct(details).map(|c| Some(Either::A(c))),
+        }
+    }
+}
+
+impl TlsConnector {
+    /// TCP to the address ureq resolved, then TLS when the URL is https.
+    fn connect_direct(&self, details: &ConnectionDetails) -> Result<Connection, ureq::Error> {
         let stream = Arc::new(connect_tcp(details)?);
         let weak: Weak<dyn ShutdownHandle> = Arc::downgrade(&stream) as Weak<dyn ShutdownHandle>;
-        (details.register_shutdown)(weak)?;
+        (details.register_shutdown)(weak.clone())?;
         for cancel in &self.cancel {
-            cancel.register(&stream)?;
+            cancel.register(weak.clone())?;
         }
         let io = if details.needs_tls() {
             let config = self.rustls.clone().ok_or(ureq::Error::Tls(
@@ -185,14 +230,107 @@ impl Connector<()> for TlsConnector {
             Io::Plain(Shared(stream.clone()))
         };
         let c = details.config;
-        Ok(Some(Connection {
+        Ok(Connection {
             stream,
             io,
             buffers: LazyBuffers::new(c.input_buffer_size(), c.output_buffer_size()),
             read_timeout: None,
             write_timeout: None,
             idle: self.idle,
-        }))
+        })
+    }
+
+    /// A tunnel through the proxy, then our own TLS to the server over it, so
+    /// `tls-server-name`, the cluster's CA and client certificates work as without a proxy.
+    ///
+    /// The tunnel is ureq's: its CONNECT connector (which opens the connection to the proxy
+    /// through this connector again, so TCP keepalive, cancellation and an https proxy's TLS
+    /// are ours) or its SOCKS connector. ureq's TLS connector cannot be chained after them:
+    /// it cannot verify a name other than the URL's host.
+    fn connect_proxied(
+        &self,
+        details: &ConnectionDetails,
+        proxy: &ureq::Proxy,
+    ) -> Result<Tunneled, ureq::Error> {
+        // The SOCKS connector opens its own socket: our cancellers must be able to close it.
+        let cancel = self.cancel.clone();
+        let agent_register = details.register_shutdown.clone();
+        let register_shutdown: Arc<RegisterShutdown> = Arc::new(move |handle| {
+            agent_register(handle.clone())?;
+            for c in &cancel {
+                c.register(handle.clone())?;
+            }
+            Ok(())
+        });
+        let via = ConnectionDetails {
+            uri: details.uri,
+            addrs: details.addrs.clone(),
+            config: details.config,
+            request_level: details.request_level,
+            resolver: details.resolver,
+            now: details.now,
+            timeout: details.timeout,
+            current_time: details.current_time.clone(),
+            run_connector: details.run_connector.clone(),
+            register_shutdown,
+        };
+        let socks = matches!(
+            proxy.protocol(),
+            ProxyProtocol::Socks4
+                | ProxyProtocol::Socks4A
+                | ProxyProtocol::Socks5
+                | ProxyProtocol::Socks5h
+        );
+        let tunnel: Option<Box<dyn UreqTransport>> = if socks {
+            SocksConnector::default()
+                .connect(&via, None::<()>)
+                .map_err(|e| at_proxy(e, proxy))?
+                .map(|t| Box::new(t) as Box<dyn UreqTransport>)
+        } else {
+            ConnectProxyConnector::default()
+                .connect(&via, None::<()>)
+                .map_err(|e| at_proxy(e, proxy))?
+                .map(|t| Box::new(t) as Box<dyn UreqTransport>)
+        };
+        let tunnel = tunnel.ok_or(ureq::Error::ConnectionFailed)?;
+        let mut adapter = TransportAdapter::new(tunnel, details.current_time.clone());
+        let io = if details.needs_tls() {
+            let config = self.rustls.clone().ok_or(ureq::Error::Tls(
+                "https URL but the client was built for http",
+            ))?;
+            let host = details.uri.host().unwrap_or_default();
+            let name = super::tls::server_name(&self.tls, host)
+                .map_err(|_| ureq::Error::Tls("invalid TLS server name"))?;
+            let mut conn = ClientConnection::new(config, name)?;
+            // The handshake counts against the connect timeout.
+            adapter.set_timeout(details.timeout);
+            while conn.is_handshaking() {
+                conn.complete_io(&mut adapter)
+                    .map_err(|e| map_io(e, details.timeout))?;
+            }
+            TunnelIo::Tls(Box::new(StreamOwned::new(conn, adapter)))
+        } else {
+            TunnelIo::Plain(adapter)
+        };
+        let c = details.config;
+        Ok(Tunneled {
+            io,
+            buffers: LazyBuffers::new(c.input_buffer_size(), c.output_buffer_size()),
+            idle: self.idle,
+        })
+    }
+}
+
+/// Says that a failure to reach the server was the proxy's (kind kept for classification).
+fn at_proxy(e: ureq::Error, proxy: &ureq::Proxy) -> ureq::Error {
+    let at = format!("proxy {}:{}", proxy.host(), proxy.port());
+    match e {
+        ureq::Error::Io(io) => ureq::Error::Io(io::Error::new(io.kind(), format!("{at}: {io}"))),
+        ureq::Error::HostNotFound => ureq::Error::Io(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{at}: host not found"),
+        )),
+        e => e,
     }
 }
 
@@ -251,6 +389,10 @@ fn cancelled() -> ureq::Error {
 /// Timeouts become ureq timeouts and TLS failures `ureq::Error::Rustls`, so the REST
 /// client classifies them as [`Error::Timeout`] and [`Error::Tls`].
 fn map_io(e: io::Error, timeout: NextTimeout) -> ureq::Error {
+    if e.get_ref().is_some_and(|i| i.is::<ureq::Error>()) {
+        // A ureq error from under a tunnel, passed up through `std::io`.
+        return ureq::Error::from(e);
+    }
     if matches!(
         e.kind(),
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
@@ -400,6 +542,103 @@ impl UreqTransport for Connection {
     }
 }
 
+/// The tunnel to the server through a proxy.
+enum TunnelIo {
+    Plain(TransportAdapter),
+    Tls(Box<StreamOwned<ClientConnection, TransportAdapter>>),
+}
+
+impl TunnelIo {
+    fn adapter(&mut self) -> &mut TransportAdapter {
+        match self {
+            TunnelIo::Plain(a) => a,
+            TunnelIo::Tls(s) => &mut s.sock,
+        }
+    }
+}
+
+/// What [`ConnectionDetails::register_shutdown`] holds.
+type RegisterShutdown = dyn Fn(Weak<dyn ShutdownHandle>) -> Result<(), ureq::Error> + Send + Sync;
+
+/// One connection to the API server through a proxy tunnel, plain or TLS.
+struct Tunneled {
+    io: TunnelIo,
+    buffers: LazyBuffers,
+    /// Longest wait for a byte (watches); the request's own deadline still applies.
+    idle: Option<Duration>,
+}
+
+impl std::fmt::Debug for Tunneled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tunneled")
+            .field("tls", &matches!(self.io, TunnelIo::Tls(_)))
+            .finish()
+    }
+}
+
+impl UreqTransport for Tunneled {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        &mut self.buffers
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
+        // The transport under the tunnel applies the per-write limit: a TLS write may read.
+        self.io.adapter().set_timeout(timeout);
+        let output = &self.buffers.output()[..amount];
+        let r = match &mut self.io {
+            TunnelIo::Plain(a) => a.write_all(output),
+            TunnelIo::Tls(s) => s.write_all(output).and_then(|()| s.flush()),
+        };
+        r.map_err(|e| map_io(e, timeout))
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
+        // The idle limit is binding when it is shorter than what the request has left.
+        let deadline = timeout.not_zero().map(|d| *d);
+        let idle = self
+            .idle
+            .filter(|i| deadline.map_or(true, |d| *i < d) && !i.is_zero());
+        let mut wait = timeout;
+        if let Some(i) = idle {
+            wait.after = i.into();
+        }
+        self.io.adapter().set_timeout(wait);
+        let input = self.buffers.input_append_buf();
+        let n = loop {
+            let r = match &mut self.io {
+                TunnelIo::Plain(a) => a.read(input),
+                TunnelIo::Tls(s) => s.read(input),
+            };
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => match map_io(e, wait) {
+                    ureq::Error::Timeout(_) if idle.is_some() => {
+                        return Err(ureq::Error::Io(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "no data for {:?}: the connection is presumed dead",
+                                idle.unwrap_or_default()
+                            ),
+                        )))
+                    }
+                    e => return Err(e),
+                },
+                Ok(n) => break n,
+            }
+        };
+        self.buffers.input_appended(n);
+        Ok(n > 0)
+    }
+
+    fn is_open(&mut self) -> bool {
+        self.io.adapter().get_mut().is_open()
+    }
+
+    fn is_tls(&self) -> bool {
+        matches!(self.io, TunnelIo::Tls(_))
+    }
+}
+
 /// Closes connections from another thread (a watch's, or every one of a client handle made
 /// with [`Client::with_canceller`](super::Client::with_canceller)), so shutdown never waits
 /// on a socket; requests started after the cancel fail at once with [`Error::Cancelled`].
@@ -412,7 +651,7 @@ pub struct Canceller {
 struct CancelState {
     cancelled: AtomicBool,
     // Weak: a finished watch's socket is closed when its connection drops, not kept here.
-    sockets: Mutex<Vec<Weak<TcpStream>>>,
+    sockets: Mutex<Vec<Weak<dyn ShutdownHandle>>>,
 }
 
 impl Canceller {
@@ -431,7 +670,7 @@ impl Canceller {
             std::mem::take(&mut *sockets)
         };
         for s in sockets.iter().filter_map(Weak::upgrade) {
-            let _ = s.shutdown(Shutdown::Both);
+            s.shutdown();
         }
     }
 
@@ -440,14 +679,16 @@ impl Canceller {
         self.state.cancelled.load(Ordering::SeqCst)
     }
 
-    fn register(&self, stream: &Arc<TcpStream>) -> Result<(), ureq::Error> {
+    fn register(&self, socket: Weak<dyn ShutdownHandle>) -> Result<(), ureq::Error> {
         let mut sockets = self.state.sockets.lock();
         if self.state.cancelled.load(Ordering::SeqCst) {
-            let _ = stream.shutdown(Shutdown::Both);
+            if let Some(s) = socket.upgrade() {
+                s.shutdown();
+            }
             return Err(cancelled());
         }
         sockets.retain(|w| w.strong_count() > 0);
-        sockets.push(Arc::downgrade(stream));
+        sockets.push(socket);
         Ok(())
     }
 }

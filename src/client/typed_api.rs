@@ -61,6 +61,7 @@ pub struct Api<K> {
     client: Client,
     namespace: Option<String>,
     field_manager: Option<String>,
+    dry_run: bool,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -70,6 +71,7 @@ impl<K> Clone for Api<K> {
             client: self.client.clone(),
             namespace: self.namespace.clone(),
             field_manager: self.field_manager.clone(),
+            dry_run: self.dry_run,
             _kind: PhantomData,
         }
     }
@@ -82,6 +84,7 @@ impl<K: Resource> Api<K> {
             client,
             namespace: None,
             field_manager: None,
+            dry_run: false,
             _kind: PhantomData,
         }
     }
@@ -92,6 +95,7 @@ impl<K: Resource> Api<K> {
             client,
             namespace: Some(namespace.to_string()),
             field_manager: None,
+            dry_run: false,
             _kind: PhantomData,
         }
     }
@@ -115,14 +119,25 @@ impl<K: Resource> Api<K> {
         self
     }
 
+    /// This handle sending every create, update and delete with `dryRun=All`: the server
+    /// validates and admits it and answers as for a real write, storing nothing.
+    pub fn with_dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+
     /// The `fieldManager` this handle writes as, if any.
     pub fn field_manager(&self) -> Option<&str> {
         self.field_manager.as_deref()
     }
 
+    /// A write's query: our field manager, and strict field validation, so a field the
+    /// server does not know is refused rather than silently dropped or stored.
     fn with_manager(&self, path: String) -> String {
         let mut q = Query::default();
         q.opt("fieldManager", self.field_manager.as_deref());
+        q.opt("fieldValidation", Some("Strict"));
+        q.opt("dryRun", self.dry_run.then_some("All"));
         q.finish(path)
     }
 
@@ -284,7 +299,9 @@ impl<K: Resource> Api<K> {
                 }
             }),
         };
-        let path = self.object_path(name)?;
+        let mut q = Query::default();
+        q.opt("dryRun", self.dry_run.then_some("All"));
+        let path = q.finish(self.object_path(name)?);
         self.client
             .send(Verb::Delete, &path, Some(encode_json(&opts)?))?;
         Ok(())

@@ -437,6 +437,11 @@ pub fn decide(ownership: &Ownership, facts: &Facts<'_>) -> Decision {
 /// The reason of the 4A/4B/4C rule (logs single it out: a user may wonder about it).
 pub const ONSTART_CREATED_AFTER_START: &str = "onstart object created after start";
 
+/// The reason of the 2B/5B/6B "once" rule: an onstart entry this process has synced.
+pub const ONSTART_ENTRY_SYNCED: &str = "onstart entry already synced";
+/// The reason of the row-5 "once" rule: an onstart object this process has synced.
+pub const ONSTART_OBJECT_SYNCED: &str = "onstart object already synced";
+
 /// The `switch` of `checkAPIService`, case by case in upstream's order.
 fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
     let desired = facts.desired;
@@ -451,7 +456,7 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
                 // 2A
                 None => (Action::None, "not desired, absent"),
                 // 2B "once" enforcement: a missing onstart object is not recreated.
-                Some(_) if once_done => (Action::None, "onstart entry already synced"),
+                Some(_) if once_done => (Action::None, ONSTART_ENTRY_SYNCED),
                 // Deliberately absent: restored when its backend looks ready.
                 Some(_) if facts.withdrawal == Withdrawal::Held => (Action::None, WITHDRAWN_HELD),
                 // 2B, 2C
@@ -462,7 +467,7 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
             };
         }
         // 5B, 6B "once" enforcement (3B and 4B would be no-ops anyway).
-        Current::Present(_) if once_done => return (Action::None, "onstart entry already synced"),
+        Current::Present(_) if once_done => return (Action::None, ONSTART_ENTRY_SYNCED),
         Current::Present(curr) => curr,
     };
     let Some(label) = ownership.managed_value(curr) else {
@@ -476,7 +481,7 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
     }
     if curr_on_start && facts.synced_once {
         // 5A, 5B, 5C: "once" enforcement.
-        return (Action::None, "onstart object already synced");
+        return (Action::None, ONSTART_OBJECT_SYNCED);
     }
     let Some(desired) = desired else {
         // 5A, 6A: a spurious object we manage.

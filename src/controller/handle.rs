@@ -16,7 +16,7 @@ use super::metrics::{ControllerMetrics, Gauges};
 use super::report::Reporters;
 use super::state::State;
 use super::sync::{self, SyncContext};
-use crate::api::{APIService, Resource, DEFAULT_LABEL_KEY};
+use crate::api::{APIService, Resource};
 use crate::client::{Api, Canceller, Client, WriteGate};
 use crate::runtime::clock::deadline_after;
 use crate::runtime::liveness::Liveness;
@@ -29,11 +29,15 @@ use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
 /// Name of the workqueue (the `name` label of its metrics), as upstream.
 pub const QUEUE_NAME: &str = "autoregister";
 
-/// The `fieldManager` our writes carry unless set otherwise: the binary's name.
-pub const DEFAULT_FIELD_MANAGER: &str = "autoregister";
-
-/// Settings of a [`Controller`].
+/// Settings of a [`Controller`]: made with [`ControllerOptions::new`], which takes the one
+/// setting that has no safe default, the ownership label key.
+///
+/// ```
+/// let mut options = autoregister::ControllerOptions::new("example.com/registered-by");
+/// options.workers = 4;
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ControllerOptions {
     /// Worker threads processing names in parallel.
     pub workers: usize,
@@ -43,14 +47,16 @@ pub struct ControllerOptions {
     /// [`DEFAULT_RELIST`], 10 min): catches changes no watch or error showed.
     pub relist: Option<Duration>,
     /// The ownership label: objects carrying it with `onstart`/`true` are ours. One
-    /// instance (or one leader-elected group) per key.
+    /// instance (or one leader-elected group) per key: two programs sharing a key delete
+    /// each other's APIServices, as each sees the other's as "ours, not desired".
     pub label_key: String,
     /// Take over desired objects that carry no ownership label, in place.
     pub adopt: bool,
     /// Let an empty desired set deregister everything we manage.
     pub allow_empty: bool,
-    /// `fieldManager` of our creates and updates (shown in `managedFields`).
-    pub field_manager: String,
+    /// `fieldManager` of our creates and updates (shown in `managedFields`); `None` (the
+    /// default): the program name of the client's [`Config::user_agent`](crate::client::Config::user_agent).
+    pub field_manager: Option<String>,
     /// Record Kubernetes Events for writes and refusals, reported by this instance name
     /// (the leader-election identity); `None` (the default): no Events.
     pub events_instance: Option<String>,
@@ -60,23 +66,24 @@ pub struct ControllerOptions {
     pub withdraw_unavailable: Option<Duration>,
 }
 
-impl Default for ControllerOptions {
-    fn default() -> Self {
+impl ControllerOptions {
+    /// Defaults (2 workers, relist every 10 min, no adoption, no Events) owning the objects
+    /// labelled `label_key`: a key of the embedding program's own (e.g.
+    /// `example.com/registered-by`), never one another controller uses.
+    pub fn new(label_key: impl Into<String>) -> Self {
         ControllerOptions {
             workers: 2,
             resync: None,
             events_instance: None,
             relist: Some(DEFAULT_RELIST),
-            label_key: DEFAULT_LABEL_KEY.to_string(),
+            label_key: label_key.into(),
             adopt: false,
             allow_empty: false,
-            field_manager: DEFAULT_FIELD_MANAGER.to_string(),
             withdraw_unavailable: None,
+            field_manager: None,
         }
     }
-}
 
-impl ControllerOptions {
     /// The ownership policy these options describe.
     pub fn ownership(&self) -> Ownership {
         Ownership {
@@ -163,6 +170,9 @@ impl Enqueue {
 impl EventHandler<APIService> for Enqueue {
     fn on_add(&self, obj: &Arc<APIService>) {
         self.observe(obj, false);
+        if let Some(inner) = self.inner.upgrade() {
+            inner.state.note_seen(obj.name());
+        }
         self.queue.add(obj.name().to_string());
     }
     fn on_update(&self, _old: &Arc<APIService>, new: &Arc<APIService>) {
@@ -182,6 +192,7 @@ impl EventHandler<APIService> for Enqueue {
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
+        inner.state.note_relisted();
         for name in inner
             .state
             .desired_names()
@@ -206,6 +217,10 @@ impl Controller {
                 options.label_key
             );
         }
+        let field_manager = match &options.field_manager {
+            Some(m) => m.clone(),
+            None => client.config().program_name().to_string(),
+        };
         let cancel = Canceller::new();
         let write_gate: Arc<parking_lot::RwLock<Option<WriteGate>>> = Arc::default();
         // The client asks the gate again right before sending: a worker may have waited for
@@ -221,7 +236,7 @@ impl Controller {
                 Ok(c) => EventRecorder::new(
                     c.with_canceller(&cancel).with_write_gate(gate.clone()),
                     instance.clone(),
-                    &options.field_manager,
+                    &field_manager,
                 ),
                 Err(e) => {
                     warn!("cannot build the Event client, no Events will be recorded: {e}");
@@ -245,7 +260,7 @@ impl Controller {
         );
         Controller {
             inner: Arc::new(Inner {
-                api: Api::all(client).with_field_manager(options.field_manager.clone()),
+                api: Api::all(client).with_field_manager(field_manager),
                 ownership,
                 fights: FightDetector::default(),
                 cancel,
@@ -663,6 +678,13 @@ impl Inner {
                 Ok(()) => self.queue.forget(&name),
                 // Stopping: nothing to retry (the queue takes no more adds anyway).
                 Err(e) if e.is_cancelled() => {}
+                // Refused as invalid: the same write waits; a change requeues the name sooner.
+                Err(e) if e.rejected_retry().is_some() => {
+                    self.queue.forget(&name);
+                    if let Some(after) = e.rejected_retry() {
+                        self.queue.add_after(name.clone(), after);
+                    }
+                }
                 // The server's Retry-After (or a stale cache) floors the per-key backoff,
                 // never replaces it.
                 Err(e) => self

@@ -16,8 +16,6 @@ pub use decision::{
 };
 pub use events::{EventReason, EventRecorder};
 pub use fights::{FightDetector, FIGHT_THRESHOLD, FIGHT_WINDOW};
-pub use handle::{
-    Controller, ControllerOptions, Pending, DEFAULT_FIELD_MANAGER, NOT_SYNCED_YET, QUEUE_NAME,
-};
+pub use handle::{Controller, ControllerOptions, Pending, NOT_SYNCED_YET, QUEUE_NAME};
 pub use manifests::{load, ManifestError, ManifestSet, Reload, Reloader};
 pub use metrics::{ControllerMetrics, Gauges, ReloadResult, SyncResult};

@@ -17,6 +17,20 @@ pub(crate) enum Outcome {
     Failed(String),
     /// A guard holds it (not ours, empty set): not retried until something changes.
     Blocked(String),
+    /// The server refused the spec as invalid (422): not sent again until the manifest or
+    /// the object changes (or the maximum backoff has passed).
+    Rejected(String),
+}
+
+/// A write the server refused as invalid, remembered so the same write is not sent again.
+#[derive(Clone, Debug)]
+pub(crate) struct Rejection {
+    /// What was sent and to which version of the object (see `sync::write_fingerprint`).
+    pub(crate) fingerprint: u64,
+    /// The server's answer.
+    pub(crate) message: String,
+    /// When it answered.
+    pub(crate) at: std::time::Instant,
 }
 
 /// The controller's bookkeeping, shared by registration calls and workers.
@@ -27,12 +41,20 @@ pub(crate) struct State {
     /// Names this process has synced successfully at least once; a desired name shares
     /// its key's allocation (thousands of names, each otherwise copied once more).
     synced_once: Mutex<HashSet<Arc<str>>>,
+    /// Names removed from the desired set whose removal has not synced since: a waiter
+    /// waits for their deletion (or for the object to stop being ours) too.
+    removed: Mutex<HashSet<Arc<str>>>,
+    /// Names this process created whose object the cache has not shown yet: until it
+    /// does, a sync after their removal sees nothing to delete.
+    unseen_creates: Mutex<HashSet<Arc<str>>>,
     /// Names in the cache when it first synced; `None` until then.
     at_start: RwLock<Option<HashSet<String>>>,
     /// Last failure per name, cleared on success (for `--once` reports).
     failures: Mutex<HashMap<String, String>>,
     /// Names a guard holds, with why; cleared by any other outcome.
     blocked: Mutex<HashMap<String, String>>,
+    /// The last write the server refused as invalid, per name; cleared on success.
+    rejected: Mutex<HashMap<String, Rejection>>,
     /// Notified after every sync outcome so waiters re-check convergence.
     progress: Condvar,
     progress_lock: Mutex<()>,
@@ -41,12 +63,38 @@ pub(crate) struct State {
 impl State {
     /// Sets the desired entry for a name; returns the previous one.
     pub(crate) fn set_desired(&self, name: String, d: Desired) -> Option<Desired> {
+        self.removed.lock().remove(name.as_str());
         self.desired.write().insert(name.into(), d)
     }
 
-    /// Drops the desired entry for a name.
+    /// Drops the desired entry for a name; until its next successful sync, convergence
+    /// waits for it (a managed object left behind is deleted by that sync).
     pub(crate) fn remove_desired(&self, name: &str) -> Option<Desired> {
-        self.desired.write().remove(name)
+        let previous = self.desired.write().remove(name);
+        if previous.is_some() {
+            self.removed.lock().insert(name.into());
+        }
+        previous
+    }
+
+    /// Notes a successful create of `name`, not yet shown by the cache.
+    pub(crate) fn note_created(&self, name: &str) {
+        self.unseen_creates.lock().insert(name.into());
+    }
+
+    /// Notes that the cache now shows `name` (a watch event or a relist).
+    pub(crate) fn note_seen(&self, name: &str) {
+        if self.unseen_creates.lock().remove(name) {
+            let _guard = self.progress_lock.lock();
+            self.progress.notify_all();
+        }
+    }
+
+    /// Forgets every unseen create: a relist made the cache whole, whatever it shows.
+    pub(crate) fn note_relisted(&self) {
+        self.unseen_creates.lock().clear();
+        let _guard = self.progress_lock.lock();
+        self.progress.notify_all();
     }
 
     /// The desired entry for a name.
@@ -101,17 +149,25 @@ impl State {
         let desired = self.desired.read();
         let at_start = self.at_start.read();
         let synced = self.synced_once.lock();
+        let removed = self.removed.lock();
+        let unseen = self.unseen_creates.lock();
         let left_over = at_start
             .iter()
             .flatten()
             .filter(|n| !desired.contains_key(n.as_str()) && managed(n))
             .map(String::as_str);
-        desired
+        let unsynced = desired
             .keys()
             .map(|k| &**k)
             .chain(left_over)
-            .filter(|n| !synced.contains(*n))
-            .any(visit)
+            .filter(|n| !synced.contains(*n));
+        // A removed name is pending while still ours, whether or not it synced before, or
+        // while our create of it has not reached the cache (nothing to delete there yet).
+        let removing = removed
+            .iter()
+            .map(|k| &**k)
+            .filter(|n| !desired.contains_key(*n) && (managed(n) || unseen.contains(*n)));
+        unsynced.chain(removing).any(visit)
     }
 
     /// Up to `limit` names a `--once` run still waits for, sorted (see `scan_unsynced`).
@@ -122,6 +178,8 @@ impl State {
             names.len() >= limit
         });
         names.sort();
+        // A removed name present at start is visited twice.
+        names.dedup();
         names
     }
 
@@ -173,8 +231,15 @@ impl State {
                         .map_or_else(|| Arc::from(name), |(k, _)| k.clone());
                     self.synced_once.lock().insert(key);
                 }
+                self.removed.lock().remove(name);
                 self.failures.lock().remove(name);
                 self.blocked.lock().remove(name);
+                self.rejected.lock().remove(name);
+            }
+            Outcome::Rejected(why) => {
+                // Waiting does not help either: `--once` stops waiting for it, as for a guard.
+                self.blocked.lock().insert(name.to_string(), why.clone());
+                self.failures.lock().insert(name.to_string(), why);
             }
             Outcome::Failed(e) => {
                 self.failures.lock().insert(name.to_string(), e);
@@ -194,6 +259,16 @@ impl State {
     /// Whether a guard holds `name` (its last outcome was [`Outcome::Blocked`]).
     pub(crate) fn is_blocked(&self, name: &str) -> bool {
         self.blocked.lock().contains_key(name)
+    }
+
+    /// The last write the server refused for `name`, if it has not succeeded since.
+    pub(crate) fn rejection(&self, name: &str) -> Option<Rejection> {
+        self.rejected.lock().get(name).cloned()
+    }
+
+    /// Remembers that the server refused a write for `name`; returns the previous refusal.
+    pub(crate) fn record_rejection(&self, name: &str, r: Rejection) -> Option<Rejection> {
+        self.rejected.lock().insert(name.to_string(), r)
     }
 
     /// The last failure recorded for a name.
@@ -289,5 +364,34 @@ mod tests {
         assert!(s.unsynced(managed, 1).is_empty());
         assert!(!s.any_unsynced(managed, |_| true));
         assert_eq!(s.failure("m"), None, "success clears the last failure");
+    }
+
+    #[test]
+    fn a_removed_name_waits_for_its_deletion_and_for_the_cache_to_show_our_create() {
+        let s = State::default();
+        s.record_at_start(HashSet::new());
+        s.set_desired("a".into(), desired("a"));
+        s.record_outcome("a", Outcome::Synced);
+        s.note_created("a");
+        s.remove_desired("a");
+        assert_eq!(
+            s.unsynced(|_| false, 10),
+            ["a"],
+            "our create is not in the cache yet: nothing there to delete"
+        );
+        s.note_seen("a");
+        assert_eq!(s.unsynced(|_| true, 10), ["a"], "still ours in the cache");
+        assert!(s.unsynced(|_| false, 10).is_empty(), "gone from the cache");
+        s.note_created("a");
+        s.note_relisted();
+        assert!(
+            s.unsynced(|_| false, 10).is_empty(),
+            "a relist shows the whole truth"
+        );
+        s.set_desired("a".into(), desired("a"));
+        assert!(
+            s.unsynced(|_| true, 10).is_empty(),
+            "desired again and synced before: nothing pending"
+        );
     }
 }

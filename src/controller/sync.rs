@@ -8,13 +8,13 @@ use log::{debug, info, warn};
 use super::availability::Availability;
 use super::decision::{
     decide, Action, Cell, Current, Decision, Facts, Ownership, ONSTART_CREATED_AFTER_START,
-    WITHDRAW_UNAVAILABLE,
+    ONSTART_ENTRY_SYNCED, ONSTART_OBJECT_SYNCED, WITHDRAW_UNAVAILABLE,
 };
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
 use super::metrics::SyncResult;
 use super::report::Reporters;
-use super::state::{Outcome, State};
+use super::state::{Outcome, Rejection, State};
 use crate::api::APIService;
 use crate::client::{Api, DeleteParams, Error};
 use crate::runtime::store::Store;
@@ -46,6 +46,11 @@ pub(crate) struct SyncContext<'a> {
 /// itself covers an answer no change follows.
 pub(crate) const STALE_CACHE_RETRY: Duration = Duration::from_secs(1);
 
+/// How long a write the server refused as invalid (422) waits before it is sent again
+/// unchanged: the workqueue's maximum per-key backoff. A change of the manifest or of the
+/// object retries it at once.
+pub(crate) const REJECTED_RETRY: Duration = crate::runtime::workqueue::DEFAULT_MAX_DELAY;
+
 /// Why one sync of one name failed.
 #[derive(Debug, Clone)]
 pub(crate) enum SyncError {
@@ -54,14 +59,30 @@ pub(crate) enum SyncError {
     Decision(String),
     /// The write was refused or got no answer.
     Write(Error),
+    /// The server refused this spec as invalid (now or earlier, for the same write): not
+    /// sent again before `retry_in` unless the manifest or the object changes.
+    Rejected {
+        /// The server's answer.
+        message: String,
+        /// When to try the same write again.
+        retry_in: Duration,
+    },
 }
 
 impl SyncError {
     /// The server's `Retry-After`, when it gave one.
     pub(crate) fn retry_after(&self) -> Option<Duration> {
         match self {
-            SyncError::Decision(_) => None,
+            SyncError::Decision(_) | SyncError::Rejected { .. } => None,
             SyncError::Write(e) => e.retry_after(),
+        }
+    }
+
+    /// For a write the server refused as invalid: when to send it again unchanged.
+    pub(crate) fn rejected_retry(&self) -> Option<Duration> {
+        match self {
+            SyncError::Rejected { retry_in, .. } => Some(*retry_in),
+            _ => None,
         }
     }
 
@@ -84,7 +105,7 @@ impl SyncError {
     /// Answers that mean "the cache is behind the server", not "the server is failing".
     fn is_benign(&self) -> bool {
         match self {
-            SyncError::Decision(_) => false,
+            SyncError::Decision(_) | SyncError::Rejected { .. } => false,
             SyncError::Write(e) => e.is_not_found() || e.is_conflict() || e.is_already_exists(),
         }
     }
@@ -95,6 +116,7 @@ impl fmt::Display for SyncError {
         match self {
             SyncError::Decision(m) => write!(f, "cannot decide: {m}"),
             SyncError::Write(e) => e.fmt(f),
+            SyncError::Rejected { message, .. } => write!(f, "refused by the server: {message}"),
         }
     }
 }
@@ -145,6 +167,23 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         .store
         .get(name)
         .and_then(|o| o.metadata.uid.as_deref().map(str::to_string));
+    let fingerprint = write_fingerprint(&decision.action, cx.store, name);
+    if let (Some(fp), Some(r)) = (fingerprint, cx.state.rejection(name)) {
+        let age = r.at.elapsed();
+        if r.fingerprint == fp && age < REJECTED_RETRY {
+            debug!(
+                "{name} {cell}: not sent again, the server refused this write: {}",
+                r.message
+            );
+            cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+            cx.state
+                .record_outcome(name, Outcome::Rejected(r.message.clone()));
+            return Err(SyncError::Rejected {
+                message: r.message,
+                retry_in: REJECTED_RETRY - age,
+            });
+        }
+    }
     if !matches!(
         decision.action,
         Action::None | Action::Blocked(_) | Action::Error(_)
@@ -158,7 +197,12 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     }
     let (verb, reason, result) = match decision.action {
         Action::None => {
-            left_alone(cx.report, name, &decision, &why);
+            let manifest_differs = || {
+                let desired = cx.state.desired(name);
+                let cached = cx.store.get(name);
+                matches!((desired, cached), (Some(d), Some(c)) if c.spec != d.object.spec)
+            };
+            left_alone(cx.report, name, &decision, &why, manifest_differs);
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             cx.state.record_outcome(name, Outcome::Synced);
             return Ok(());
@@ -218,6 +262,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     match &result {
         Ok(written_uid) => {
             info!("{name} {cell} {verb} ({why}): ok");
+            if verb == "create" {
+                cx.state.note_created(name);
+            }
             if let Some(reason) = reason {
                 let note = format!("{verb} by autoregister: {why} (cell {cell})");
                 cx.report
@@ -240,7 +287,13 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Err(e) if e.is_benign() => {
             info!("{name} {cell} {verb}: {e}; deciding again when the cache catches up")
         }
+        Err(SyncError::Write(e)) if e.is_invalid() => {}
         Err(e) => warn!("{name} {cell} {verb} ({why}): failed: {e}"),
+    }
+    if let (Err(SyncError::Write(e)), Some(fp)) = (&result, fingerprint) {
+        if e.is_invalid() {
+            return Err(rejected(cx, name, &why, verb, fp, uid.as_deref(), e));
+        }
     }
     match &result {
         Ok(_) => cx.report.metrics.observe_sync(cell, SyncResult::Ok),
@@ -256,11 +309,90 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     result.map(drop)
 }
 
+/// Remembers a write the server refused as invalid, so the same write is not sent again
+/// until the manifest or the object changes: warned about and recorded as an Event once per
+/// distinct answer, then the name waits (the worker requeues it after the maximum backoff).
+fn rejected(
+    cx: &SyncContext<'_>,
+    name: &str,
+    why: &Why,
+    verb: &str,
+    fingerprint: u64,
+    uid: Option<&str>,
+    e: &Error,
+) -> SyncError {
+    let message = e.to_string();
+    let previous = cx.state.record_rejection(
+        name,
+        Rejection {
+            fingerprint,
+            message: message.clone(),
+            at: std::time::Instant::now(),
+        },
+    );
+    if previous.map_or(true, |p| p.message != message) {
+        warn!(
+            "{name} {} {verb} ({why}): refused by the server, not retried until the manifest or \
+             the object changes: {message}",
+            why.0
+        );
+        let note = format!("{verb} refused by the server: {message}");
+        cx.report
+            .events
+            .record(name, uid, EventReason::Rejected, &note);
+    } else {
+        debug!("{name} {} {verb}: refused again: {message}", why.0);
+    }
+    cx.state
+        .record_outcome(name, Outcome::Rejected(format!("{verb}: {message}")));
+    SyncError::Rejected {
+        message,
+        retry_in: REJECTED_RETRY,
+    }
+}
+
+/// What a write would send and to which version of the object, hashed: the same
+/// fingerprint means the same write to the same object. `None` for no write.
+fn write_fingerprint(action: &Action, store: &Store<APIService>, name: &str) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let (verb, obj) = match action {
+        Action::Create(o) => ("create", o),
+        Action::Update(o) => ("update", o),
+        Action::Adopt(o) => ("adopt", o),
+        _ => return None,
+    };
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    verb.hash(&mut h);
+    serde_json::to_string(&obj.spec).ok()?.hash(&mut h);
+    serde_json::to_string(&obj.metadata.labels)
+        .ok()?
+        .hash(&mut h);
+    let cached = store.get(name);
+    cached
+        .as_ref()
+        .and_then(|o| o.metadata.resource_version.as_deref())
+        .hash(&mut h);
+    Some(h.finish())
+}
+
 /// Logs a "left alone" decision: once at INFO where a user would wonder why nothing
 /// happened (an onstart object deleted or created after start), else at debug.
-fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &Why) {
+fn left_alone(
+    report: &Reporters,
+    name: &str,
+    decision: &Decision,
+    why: &Why,
+    manifest_differs: impl Fn() -> bool,
+) {
     let cell = decision.cell;
     let surprising = match (cell.row(), cell.column()) {
+        // 5x/6B by the once rule, with a manifest that no longer matches the object: the
+        // user edited an onstart manifest and expects it applied.
+        (5 | 6, _) if is_once_rule(decision.reason) && manifest_differs() => Some(
+            "its manifest changed after this process synced it, and an onstart APIService is \
+             written only once per process (upstream's rule): the change is applied at the next \
+             start; label it \"true\" to sync it continuously",
+        ),
         // 2B after the first sync: upstream never recreates an onstart object.
         (2, 'B') => {
             Some("an onstart object deleted after its first sync is not recreated until restart")
@@ -279,6 +411,11 @@ fn left_alone(report: &Reporters, name: &str, decision: &Decision, why: &Why) {
         }
         _ => debug!("{name} {cell}: nothing to do ({why})"),
     }
+}
+
+/// Whether `reason` is the decision's "onstart, already synced" rule.
+fn is_once_rule(reason: &str) -> bool {
+    matches!(reason, ONSTART_ENTRY_SYNCED | ONSTART_OBJECT_SYNCED)
 }
 
 /// Why a decision was taken: the cell's meaning and the rule, formatted only when logged

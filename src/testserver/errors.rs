@@ -174,6 +174,25 @@ pub(crate) fn invalid(kind: &Kind, name: &str, errs: &[FieldError]) -> ApiErr {
     }
 }
 
+/// 422 Invalid from an admission policy, worded as kube-apiserver words a
+/// ValidatingAdmissionPolicy's denial.
+pub(crate) fn denied(kind: &Kind, name: &str, why: &str) -> ApiErr {
+    let mut s = Status::failure(
+        422,
+        "Invalid",
+        format!(
+            "{} \"{name}\" is forbidden: ValidatingAdmissionPolicy 'testserver-policy' with binding \
+             'testserver-policy' denied request: {why}",
+            qualified(kind)
+        ),
+    );
+    s = with_details(s, name, kind.group, kind.kind);
+    ApiErr {
+        status: Box::new(s),
+        retry_after: None,
+    }
+}
+
 /// 400 BadRequest.
 pub(crate) fn bad_request(message: impl Into<String>) -> ApiErr {
     plain(400, "BadRequest", message)
@@ -182,6 +201,11 @@ pub(crate) fn bad_request(message: impl Into<String>) -> ApiErr {
 /// 413 RequestEntityTooLarge, as kube-apiserver answers a body over its limit.
 pub(crate) fn too_large(message: impl Into<String>) -> ApiErr {
     plain(413, "RequestEntityTooLarge", message)
+}
+
+/// 403 Forbidden.
+pub(crate) fn forbidden(message: impl Into<String>) -> ApiErr {
+    plain(403, "Forbidden", message)
 }
 
 /// 401 Unauthorized.

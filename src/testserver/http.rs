@@ -99,6 +99,19 @@ impl Request {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every value of header `name` (case-insensitive), in order.
+    pub(crate) fn headers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> {
+        self.headers
+            .iter()
+            .filter(move |(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether a header name starts with `prefix` (lower-case).
+    pub(crate) fn has_header_prefix(&self, prefix: &str) -> bool {
+        self.headers.iter().any(|(k, _)| k.starts_with(prefix))
+    }
+
     /// The first value of query parameter `key`, percent-decoded.
     pub(crate) fn query(&self, key: &str) -> Option<&str> {
         self.query

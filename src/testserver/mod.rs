@@ -16,6 +16,9 @@
 //!   [`DEFAULT_BOOKMARK_INTERVAL`] unless [`Builder::bookmark_interval`] says otherwise.
 //! - Unknown fields are stored and returned as given, except that `fieldValidation=Strict`
 //!   (which kubectl sends) refuses undeclared APIService fields with 400.
+//! - `dryRun=All` on a create, update, patch or delete validates and admits (see
+//!   [`TestServer::set_admission`]) and answers as kube-apiserver does, storing nothing: no
+//!   watch event, the resourceVersion unchanged. Any other `dryRun` value is a 400.
 //! - `/openapi/v3` is a stub that only tells kubectl that PATCH takes `fieldValidation`;
 //!   `/openapi/v2` is 404, so kubectl before 1.29 needs `apply --validate=false`.
 //! - Lists are JSON; kubectl's `as=Table` request gets the plain list and kubectl falls back
@@ -62,6 +65,7 @@
 //! kube-apiserver/crd-groups` (JSON body `{"group", "version"}`).
 
 mod admin;
+mod authz;
 mod discovery;
 mod errors;
 mod event_validation;
@@ -89,13 +93,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 pub use faults::{Faults, DEFAULT_RETRY_AFTER};
 pub use kas::{builtin_apiservices, KubeApiserverWrite, KUBE_APISERVER_MANAGER};
 pub use requestlog::{RequestRecord, DEFAULT_LOG_CAPACITY};
-pub use store::RvChange;
+pub use store::{Admission, RvChange};
 
 use server::Shared;
 
@@ -125,6 +129,7 @@ pub struct Builder {
     client_ca: Option<Vec<u8>>,
     token: Option<String>,
     users: HashMap<String, String>,
+    impersonators: Vec<String>,
     history: usize,
     bookmark_interval: Duration,
     log_capacity: usize,
@@ -141,6 +146,7 @@ impl Default for Builder {
             client_ca: None,
             token: None,
             users: HashMap::new(),
+            impersonators: Vec::new(),
             history: DEFAULT_HISTORY,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             log_capacity: DEFAULT_LOG_CAPACITY,
@@ -184,6 +190,13 @@ impl Builder {
     /// [`token`](Self::token). With any token set, requests without a known one get 401.
     pub fn user(mut self, token: impl Into<String>, name: impl Into<String>) -> Self {
         self.users.insert(token.into(), name.into());
+        self
+    }
+
+    /// Let user `name` impersonate (kube-apiserver's `impersonate` verb on users, groups,
+    /// uids and extras); repeatable. Others sending `Impersonate-*` headers get 403.
+    pub fn impersonator(mut self, name: impl Into<String>) -> Self {
+        self.impersonators.push(name.into());
         self
     }
 
@@ -265,6 +278,7 @@ impl Builder {
                 .then(|| kas::KubeApiserver::new(&self.crd_groups)),
         );
         shared.flow_control = self.flow_control;
+        shared.impersonators = RwLock::new(self.impersonators.into_iter().collect());
         let shared = Arc::new(shared);
         if let Err(e) = kas::KubeApiserver::start(&shared) {
             shared.store.shutdown();
@@ -451,7 +465,7 @@ impl TestServer {
         let kind = known_kind(kind_plural);
         self.shared
             .store
-            .create(kind, namespace.unwrap_or(""), obj, manager)
+            .create(kind, namespace.unwrap_or(""), obj, manager, false)
             .map(|o| (*o).clone())
             .map_err(|e| e.status)
     }
@@ -473,11 +487,19 @@ impl TestServer {
         let kind = known_kind(kind_plural);
         self.shared
             .store
-            .update(kind, namespace.unwrap_or(""), name, false, manager, |cur| {
-                let mut new = cur.clone();
-                edit(&mut new);
-                Ok(new)
-            })
+            .update(
+                kind,
+                namespace.unwrap_or(""),
+                name,
+                false,
+                manager,
+                false,
+                |cur| {
+                    let mut new = cur.clone();
+                    edit(&mut new);
+                    Ok(new)
+                },
+            )
             .map(|o| (*o).clone())
             .map_err(|e| e.status)
     }
@@ -493,7 +515,13 @@ impl TestServer {
         let kind = kinds::by_plural(kind_plural)?;
         self.shared
             .store
-            .delete(kind, namespace.unwrap_or(""), name, &Default::default())
+            .delete(
+                kind,
+                namespace.unwrap_or(""),
+                name,
+                &Default::default(),
+                false,
+            )
             .ok()
             .map(|o| (*o).clone())
     }
@@ -544,6 +572,13 @@ impl TestServer {
             Some(k) => k,
             None => panic!("the test server is not in kube-apiserver mode"),
         }
+    }
+
+    /// Installs an admission policy, as a ValidatingAdmissionPolicy would be: every create
+    /// and update (dry runs included) of an object passes `policy(plural, object)` after
+    /// validation, and `Some(why)` refuses it with 422 Invalid. `None` removes the policy.
+    pub fn set_admission(&self, policy: Option<Admission>) {
+        *self.shared.store.admission.lock() = policy;
     }
 
     /// Fault injection.

@@ -46,6 +46,10 @@ pub struct RequestRecord {
     pub uid_precondition: Option<String>,
     /// The user the bearer token authenticated as (see `Builder::user`); none without one.
     pub user: Option<String>,
+    /// The groups the request impersonated (`Impersonate-Group`).
+    pub groups: Vec<String>,
+    /// The authenticated user that impersonated [`user`](Self::user), if any.
+    pub impersonated_by: Option<String>,
 }
 
 fn ser_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {

@@ -51,6 +51,18 @@ fn strict_check(kind: &Kind, req: &Request, body: &Value, before: &Value) -> Res
     )))
 }
 
+/// `dryRun=All` as kube-apiserver reads it: validate and admit, store nothing. Any other
+/// value is refused, as the real server refuses it.
+fn dry_run(req: &Request) -> Result<bool, ApiErr> {
+    match req.query("dryRun") {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(errors::bad_request(format!(
+            "Invalid dryRun value: {other:?}: valid values are [All]"
+        ))),
+    }
+}
+
 /// `GET .../<plural>/<name>`.
 pub(crate) fn get(store: &Store, kind: &Kind, ns: &str, name: &str) -> Result<Response, ApiErr> {
     let obj = store.get(kind, ns, name)?;
@@ -120,7 +132,7 @@ pub(crate) fn create(
 ) -> Result<(Response, Arc<Value>), ApiErr> {
     let body = parse_body(req)?;
     strict_check(kind, req, &body, &Value::Null)?;
-    let obj = store.create(kind, ns, body, manager)?;
+    let obj = store.create(kind, ns, body, manager, dry_run(req)?)?;
     Ok((object(201, &obj), obj))
 }
 
@@ -135,7 +147,8 @@ pub(crate) fn update(
     manager: &str,
 ) -> Result<Response, ApiErr> {
     let body = parse_body(req)?;
-    let obj = store.update(kind, ns, name, status_only, manager, |cur| {
+    let dry = dry_run(req)?;
+    let obj = store.update(kind, ns, name, status_only, manager, dry, |cur| {
         strict_check(kind, req, &body, cur)?;
         Ok(body)
     })?;
@@ -168,7 +181,8 @@ pub(crate) fn patch(
         "application/json-patch+json" => true,
         other => return Err(errors::unsupported_media_type(other)),
     };
-    let obj = store.update(kind, ns, name, status_only, manager, |cur| {
+    let dry = dry_run(req)?;
+    let obj = store.update(kind, ns, name, status_only, manager, dry, |cur| {
         let mut new = cur.clone();
         if json_patch {
             super::patch::json_patch(&mut new, &body).map_err(errors::bad_request)?;
@@ -212,6 +226,6 @@ pub(crate) fn delete(
         pre.uid = s("uid");
         pre.resource_version = s("resourceVersion");
     }
-    let obj = store.delete(kind, ns, name, &pre)?;
+    let obj = store.delete(kind, ns, name, &pre, dry_run(req)?)?;
     Ok(object(200, &obj))
 }

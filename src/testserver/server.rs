@@ -27,6 +27,8 @@ pub(crate) struct Shared {
     /// Bearer tokens accepted and the user each authenticates as (kube-apiserver's static
     /// token file); empty: no authentication.
     pub(crate) users: RwLock<HashMap<String, String>>,
+    /// Users that may impersonate others (see `authz`).
+    pub(crate) impersonators: RwLock<std::collections::HashSet<String>>,
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     pub(crate) addr: SocketAddr,
     pub(crate) bookmark_interval: Duration,
@@ -78,6 +80,7 @@ impl Shared {
             faults: Faults::default(),
             log,
             users: RwLock::new(users),
+            impersonators: RwLock::new(Default::default()),
             tls,
             addr,
             bookmark_interval,
@@ -270,6 +273,39 @@ fn resource_route(g: &str, v: &str, rest: &[&str]) -> Route {
     }
 }
 
+/// kube-apiserver's RBAC refusal, naming what `user` asked for.
+fn no_rights(route: &Route, req: &Request, user: &str) -> String {
+    match route {
+        Route::Resource {
+            kind,
+            name,
+            namespace,
+            ..
+        } => {
+            let verb = verb_of(&req.method, name.is_some(), req.query_bool("watch"));
+            let what = if kind.group.is_empty() {
+                kind.plural.to_string()
+            } else {
+                format!("{}.{}", kind.plural, kind.group)
+            };
+            let name = name
+                .as_deref()
+                .map(|n| format!(" {n:?}"))
+                .unwrap_or_default();
+            let scope = match namespace {
+                Some(ns) => format!("in the namespace {ns:?}"),
+                None => "at the cluster scope".to_string(),
+            };
+            format!(
+                "{what}{name} is forbidden: User {user:?} cannot {verb} resource {:?} in API \
+                 group {:?} {scope}",
+                kind.plural, kind.group
+            )
+        }
+        _ => format!("forbidden: User {user:?} cannot get path {:?}", req.path),
+    }
+}
+
 fn verb_of(method: &str, has_name: bool, watch: bool) -> &'static str {
     match (method, has_name) {
         ("GET", true) => "get",
@@ -321,6 +357,8 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         field_manager: req.query("fieldManager").map(str::to_string),
         uid_precondition: None,
         user: None,
+        groups: Vec::new(),
+        impersonated_by: None,
     };
     rec.uid_precondition = rec
         .body
@@ -328,21 +366,24 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         .and_then(|b| b.pointer("/preconditions/uid"))
         .and_then(Value::as_str)
         .map(str::to_string);
-    let authorized = {
-        let users = shared.users.read();
-        rec.user = req
-            .header("authorization")
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .and_then(|t| users.get(t.trim()))
-            .cloned();
-        users.is_empty() || rec.user.is_some()
+    let denied = match super::authz::identify(shared, req) {
+        Ok(id) => {
+            rec.user = id.user;
+            rec.groups = id.groups;
+            rec.impersonated_by = id.impersonated_by;
+            None
+        }
+        Err(super::authz::Denied::Answer(e)) => Some(e),
+        Err(super::authz::Denied::NoRights(user)) => {
+            Some(errors::forbidden(no_rights(&route, req, &user)))
+        }
     };
     let result: Result<Response, ApiErr> = match route {
         Route::Public(v) => {
             rec.verb = "discovery".into();
             Ok(rest::object(200, &v))
         }
-        _ if !authorized => Err(errors::unauthorized()),
+        _ if denied.is_some() => Err(denied.clone().unwrap_or_else(errors::unauthorized)),
         Route::Discovery(doc) => {
             rec.verb = "discovery".into();
             match (req.method.as_str(), doc) {

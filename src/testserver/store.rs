@@ -63,7 +63,13 @@ pub(crate) struct State {
 pub(crate) struct Store {
     pub(crate) state: Mutex<State>,
     pub(crate) changed: Condvar,
+    /// An admission policy for creates and updates (after validation), as a
+    /// ValidatingAdmissionPolicy would be: `Some(why)` refuses with 422.
+    pub(crate) admission: Mutex<Option<Admission>>,
 }
+
+/// Refuses an object (kind's plural, object) with a message, or lets it pass.
+pub type Admission = Arc<dyn Fn(&str, &Value) -> Option<String> + Send + Sync>;
 
 /// One page of a list.
 pub(crate) struct Page {
@@ -182,6 +188,16 @@ impl Store {
                 shutdown: false,
             }),
             changed: Condvar::new(),
+            admission: Mutex::new(None),
+        }
+    }
+
+    /// The admission policy's verdict on `obj`.
+    fn admit(&self, kind: &Kind, name: &str, obj: &Value) -> Result<(), ApiErr> {
+        let policy = self.admission.lock().clone();
+        match policy.and_then(|p| p(kind.plural, obj)) {
+            Some(why) => Err(errors::denied(kind, name, &why)),
+            None => Ok(()),
         }
     }
 
@@ -210,13 +226,16 @@ impl Store {
             .ok_or_else(|| errors::not_found(kind, name))
     }
 
-    /// Creates an object after defaulting and validation; `manager` gets its managedFields entry.
+    /// Creates an object after defaulting, validation and admission; `manager` gets its
+    /// managedFields entry. A dry run (`dryRun=All`) answers what would be stored and
+    /// stores nothing: no resourceVersion, no event.
     pub(crate) fn create(
         &self,
         kind: &'static Kind,
         ns: &str,
         mut obj: Value,
         manager: &str,
+        dry_run: bool,
     ) -> Result<Arc<Value>, ApiErr> {
         check_type(kind, &mut obj)?;
         {
@@ -262,6 +281,7 @@ impl Store {
             }
         }
         run_validation(kind, &mut obj, &name)?;
+        self.admit(kind, &name, &obj)?;
         if managedfields::resolve(None, &mut obj) != Sent::Reset {
             managedfields::stamp(kind, None, &mut obj, manager, None);
         }
@@ -269,6 +289,16 @@ impl Store {
         let key = (kind.plural, ns.to_string(), name.clone());
         if st.objects.contains_key(&key) {
             return Err(errors::already_exists(kind, &name));
+        }
+        if dry_run {
+            let meta = meta_mut(&mut obj);
+            meta.insert("uid".into(), json!(util::uuid4()));
+            meta.insert(
+                "creationTimestamp".into(),
+                json!(crate::api::time::format_rfc3339(SystemTime::now())),
+            );
+            meta.insert("generation".into(), json!(1));
+            return Ok(Arc::new(obj));
         }
         st.rv += 1;
         let rv = st.rv;
@@ -359,7 +389,9 @@ impl Store {
     /// Replaces an object with what `change` makes of the current one, as PUT and PATCH do.
     ///
     /// `status_only` updates only `.status` (the `/status` subresource); `manager` gets its
-    /// managedFields entry when the object changes.
+    /// managedFields entry when the object changes. A dry run answers the would-be object
+    /// with the current resourceVersion and stores nothing.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn update(
         &self,
         kind: &'static Kind,
@@ -367,6 +399,7 @@ impl Store {
         name: &str,
         status_only: bool,
         manager: &str,
+        dry_run: bool,
         change: impl FnOnce(&Value) -> Result<Value, ApiErr>,
     ) -> Result<Arc<Value>, ApiErr> {
         let mut st = self.state.lock();
@@ -426,6 +459,7 @@ impl Store {
                 }
             }
             run_validation(kind, &mut new, name)?;
+            self.admit(kind, name, &new)?;
             if spec_part(&new) != spec_part(&cur) {
                 let g = cur
                     .pointer("/metadata/generation")
@@ -443,6 +477,9 @@ impl Store {
         if sent != Sent::Reset {
             let sub = status_only.then_some("status");
             managedfields::stamp(kind, Some(&cur), &mut new, manager, sub);
+        }
+        if dry_run {
+            return Ok(Arc::new(new));
         }
         let finalizing = new.pointer("/metadata/deletionTimestamp").is_some()
             && new
@@ -481,6 +518,7 @@ impl Store {
         ns: &str,
         name: &str,
         pre: &Preconditions,
+        dry_run: bool,
     ) -> Result<Arc<Value>, ApiErr> {
         let mut st = self.state.lock();
         let key = (kind.plural, ns.to_string(), name.to_string());
@@ -517,7 +555,7 @@ impl Store {
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
         let already_deleting = cur.pointer("/metadata/deletionTimestamp").is_some();
-        if has_finalizers && already_deleting {
+        if (has_finalizers && already_deleting) || dry_run {
             return Ok(cur);
         }
         st.rv += 1;

@@ -171,6 +171,18 @@ pub fn writes(server: &TestServer, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The proxy variables Go (and ureq) read; removed from every process a test starts.
+pub const PROXY_VARS: [&str; 8] = [
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
 /// The running binary, its stdout and stderr collected by threads.
 pub struct Proc {
     child: Child,
@@ -187,7 +199,12 @@ impl Proc {
 
     /// Starts the binary with `args` and `env` (e.g. `RUST_LOG=trace`) over the defaults.
     pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_autoregister"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_autoregister"));
+        // The runner's proxies are not the test's: only what `env` sets applies.
+        for var in PROXY_VARS {
+            command.env_remove(var);
+        }
+        let mut child = command
             .args(args)
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())

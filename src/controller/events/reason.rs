@@ -28,11 +28,14 @@ pub enum EventReason {
     Withdrawn,
     /// Registered a withdrawn APIService again: its backend looks ready (action `Create`).
     Restored,
+    /// The server refused a write as invalid (422); not sent again until the manifest or
+    /// the object changes (Warning, action `Write`).
+    Rejected,
 }
 
 impl EventReason {
     /// Every reason, for documentation and tests.
-    pub const ALL: [EventReason; 10] = [
+    pub const ALL: [EventReason; 11] = [
         EventReason::Registered,
         EventReason::Updated,
         EventReason::Deregistered,
@@ -43,6 +46,7 @@ impl EventReason {
         EventReason::Available,
         EventReason::Withdrawn,
         EventReason::Restored,
+        EventReason::Rejected,
     ];
 
     /// The Event's `reason`, CamelCase as Kubernetes writes them.
@@ -58,6 +62,7 @@ impl EventReason {
             EventReason::Available => "Available",
             EventReason::Withdrawn => "Withdrawn",
             EventReason::Restored => "Restored",
+            EventReason::Rejected => "Rejected",
         }
     }
 
@@ -66,6 +71,7 @@ impl EventReason {
         match self {
             EventReason::NotOwned
             | EventReason::EmptySetRefused
+            | EventReason::Rejected
             | EventReason::Unavailable
             | EventReason::Withdrawn => "Warning",
             _ => "Normal",
@@ -83,6 +89,7 @@ impl EventReason {
             EventReason::Unavailable | EventReason::Available => "Check",
             EventReason::Adopted => "Adopt",
             EventReason::NotOwned => "Skip",
+            EventReason::Rejected => "Write",
         }
     }
 }

@@ -12,6 +12,8 @@ pub struct ManifestError {
     pub document: Option<usize>,
     /// 1-based line, when known.
     pub line: Option<usize>,
+    /// 1-based column of the offending key or value, when known.
+    pub column: Option<usize>,
     /// What is wrong.
     pub message: String,
 }
@@ -23,17 +25,21 @@ impl ManifestError {
             file: file.into(),
             document: None,
             line: None,
+            column: None,
             message: message.into(),
         }
     }
 }
 
-/// `file:line: document N: message`, leaving out what is unknown.
+/// `file:line:column: document N: message`, leaving out what is unknown.
 impl fmt::Display for ManifestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file.display())?;
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
         }
         if let Some(doc) = self.document {
             write!(f, ": document {doc}")?;
@@ -54,8 +60,11 @@ mod tests {
             file: "m/a.yaml".into(),
             document: Some(2),
             line: Some(14),
+            column: Some(3),
             message: "bad".into(),
         };
+        assert_eq!(e.to_string(), "m/a.yaml:14:3: document 2: bad");
+        e.column = None;
         assert_eq!(e.to_string(), "m/a.yaml:14: document 2: bad");
         e.document = None;
         assert_eq!(e.to_string(), "m/a.yaml:14: bad");

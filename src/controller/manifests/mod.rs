@@ -18,16 +18,21 @@ mod documents;
 mod error;
 mod fast_yaml;
 mod files;
+mod from_str;
 mod json_value;
+mod locate;
 mod object;
 mod parse;
 mod reload;
+mod schema;
 mod set;
+mod suggest;
 #[cfg(test)]
 mod testutil;
 
 pub use error::ManifestError;
 pub use files::{fingerprint, manifest_files, read_manifest, MAX_MANIFEST_BYTES};
+pub use from_str::parse_api_services;
 pub use parse::{parse_file, Manifest};
 pub use reload::{Poll, Reloaded, Reloader};
 pub use set::{load, ManifestSet, Reload};

@@ -2,7 +2,8 @@
 
 use serde_json::Value;
 
-use crate::api::APIService;
+use super::schema::{self, FieldPath, Problem, Seg};
+use crate::api::{validation, APIService};
 
 const ACCEPTED: &str = "only apiregistration.k8s.io/v1 APIService objects are accepted";
 
@@ -19,23 +20,26 @@ const SERVER_SET_METADATA: &[&str] = &[
     "selfLink",
 ];
 
-/// The APIServices of one document (several for a List), each or its error;
+/// What is wrong with one declared object: each problem with its field.
+pub(super) type Problems = Vec<Problem>;
+
+/// The APIServices of one document (several for a List), each or its problems;
 /// an empty document declares none.
-pub(super) fn expand(doc: Value) -> Vec<Result<APIService, String>> {
+pub(super) fn expand(doc: Value) -> Vec<Result<APIService, Problems>> {
     match &doc {
         Value::Null => Vec::new(),
         Value::Object(map) => match str_field(map, "kind") {
             Some("List") | Some("APIServiceList") => expand_list(doc),
             _ => vec![apiservice(doc)],
         },
-        other => vec![Err(format!(
+        other => vec![Err(vec![Problem::whole(format!(
             "expected an object, found {}",
             type_name(other)
-        ))],
+        ))])],
     }
 }
 
-fn expand_list(list: Value) -> Vec<Result<APIService, String>> {
+fn expand_list(list: Value) -> Vec<Result<APIService, Problems>> {
     let (api_version, kind) = type_of(&list);
     let (api_version, kind) = (api_version.to_string(), kind.to_string());
     let expected = if kind == "List" {
@@ -44,23 +48,20 @@ fn expand_list(list: Value) -> Vec<Result<APIService, String>> {
         "apiregistration.k8s.io/v1"
     };
     if api_version != expected {
-        return vec![Err(format!(
+        return vec![Err(vec![Problem::whole(format!(
             "{kind} must have apiVersion {expected}, not {api_version:?}"
-        ))];
+        ))])];
+    }
+    let problems = schema::check(&list, &schema::LIST);
+    if !problems.is_empty() {
+        return vec![Err(problems)];
     }
     let items = match list {
         Value::Object(mut map) => map.remove("items").unwrap_or(Value::Null),
         _ => Value::Null,
     };
-    let items = match items {
-        Value::Null => return Vec::new(),
-        Value::Array(items) => items,
-        other => {
-            return vec![Err(format!(
-                "{kind} items must be a list, found {}",
-                type_name(&other)
-            ))]
-        }
+    let Value::Array(items) = items else {
+        return Vec::new();
     };
     items
         .into_iter()
@@ -68,75 +69,85 @@ fn expand_list(list: Value) -> Vec<Result<APIService, String>> {
         .map(|(i, item)| {
             let is_list = matches!(type_of(&item).1, "List" | "APIServiceList");
             let res = if is_list {
-                Err("a List inside a List is not supported".to_string())
+                Err(vec![Problem::whole(
+                    "a List inside a List is not supported",
+                )])
             } else {
                 apiservice(item)
             };
-            res.map_err(|e| format!("items[{i}]: {e}"))
+            let item_path = FieldPath(vec![Seg::Key("items".into()), Seg::Index(i)]);
+            res.map_err(|problems| problems.into_iter().map(|p| p.within(&item_path)).collect())
         })
         .collect()
 }
 
-/// One APIService, checked and cleaned for creation.
-fn apiservice(mut value: Value) -> Result<APIService, String> {
+/// One APIService, decoded strictly, checked as the server would check it, and cleaned
+/// for creation.
+fn apiservice(mut value: Value) -> Result<APIService, Problems> {
     let (api_version, kind) = type_of(&value);
+    let whole = |m: String| Err(vec![Problem::whole(m)]);
     match (api_version, kind) {
         ("apiregistration.k8s.io/v1", "APIService") => {}
-        ("", "") => return Err(format!("apiVersion and kind are missing: {ACCEPTED}")),
-        (v, "APIService") => return Err(format!("apiVersion {v:?} is not supported: {ACCEPTED}")),
+        ("", "") => return whole(format!("apiVersion and kind are missing: {ACCEPTED}")),
+        (v, "APIService") => {
+            return whole(format!("apiVersion {v:?} is not supported: {ACCEPTED}"))
+        }
         (v, k) => {
-            return Err(format!(
+            return whole(format!(
                 "unsupported object (apiVersion {v:?}, kind {k:?}): {ACCEPTED}"
             ))
         }
     }
-    let name = match value.pointer("/metadata/name") {
-        None | Some(Value::Null) => "",
-        Some(Value::String(n)) => n.as_str(),
-        // `name: 123` is a number in YAML: say so rather than "required".
-        Some(other) => {
-            return Err(format!(
-                "metadata.name must be a string, found {} (quote it in YAML: \"{other}\")",
-                type_name(other)
-            ))
-        }
+    let problems = schema::check(&value, &schema::APISERVICE);
+    if !problems.is_empty() {
+        return Err(problems);
     }
-    .to_string();
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if name.is_empty() {
-        return Err("metadata.name is required".to_string());
+        return Err(vec![Problem::at(
+            FieldPath::parse("metadata.name"),
+            "Required value: a manifest must name its APIService",
+        )]);
     }
-    check_string_map(&value, "labels", &name)?;
-    check_string_map(&value, "annotations", &name)?;
     if let Some(Value::Object(meta)) = value.get_mut("metadata") {
         for key in SERVER_SET_METADATA {
             meta.remove(*key);
         }
     }
-    let mut obj: APIService =
-        serde_json::from_value(value).map_err(|e| format!("APIService {name:?}: {e}"))?;
+    let mut obj: APIService = match serde_json::from_value(value) {
+        Ok(obj) => obj,
+        // The schema admits only what decodes; a field it lets through and the type
+        // refuses (a caBundle that is not base64) is named by serde.
+        Err(e) => {
+            let field = if e.to_string().contains("base64") {
+                FieldPath::parse("spec.caBundle")
+            } else {
+                FieldPath::default()
+            };
+            return Err(vec![Problem::at(field, format!("invalid value: {e}"))]);
+        }
+    };
     obj.status = None;
+    // A cluster-scoped object's namespace is cleared by the server, not stored.
+    obj.metadata.namespace = None;
     // The server defaults the service port to 443; without doing the same, the
     // cached spec would never equal the desired one and every sync would update.
     if let Some(svc) = obj.spec.service.as_mut() {
         svc.port.get_or_insert(443);
     }
-    Ok(obj)
-}
-
-/// Labels and annotations are strings; YAML reads `true` or `1` as something else.
-fn check_string_map(value: &Value, field: &str, name: &str) -> Result<(), String> {
-    let Some(Value::Object(map)) = value.pointer(&format!("/metadata/{field}")) else {
-        return Ok(());
-    };
-    for (key, v) in map {
-        if !v.is_string() {
-            return Err(format!(
-                "APIService {name:?}: metadata.{field}[{key:?}] must be a string, found {} (quote it in YAML: \"{v}\")",
-                type_name(v)
-            ));
-        }
+    let issues: Vec<Problem> = validation::validate_apiservice(&obj)
+        .into_iter()
+        .chain(validation::validate_apiservice_references(&obj))
+        .map(|issue| Problem::at(FieldPath::parse(&issue.field), issue.message()))
+        .collect();
+    if !issues.is_empty() {
+        return Err(issues);
     }
-    Ok(())
+    Ok(obj)
 }
 
 fn str_field<'a>(map: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a str> {
@@ -168,12 +179,20 @@ mod tests {
     fn one(v: Value) -> Result<APIService, String> {
         let mut all = expand(v);
         assert_eq!(all.len(), 1);
-        all.remove(0)
+        all.remove(0).map_err(|ps| {
+            ps.iter()
+                .map(Problem::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
     }
 
+    /// A valid APIService named `version.group`.
     fn valid(name: &str) -> Value {
+        let (version, group) = name.split_once('.').unwrap_or((name, ""));
         json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-               "metadata": {"name": name}, "spec": {"group": "g", "version": "v1"}})
+               "metadata": {"name": name}, "spec": {"group": group, "version": version,
+               "groupPriorityMinimum": 100, "versionPriority": 10}})
     }
 
     #[test]
@@ -195,6 +214,12 @@ mod tests {
             .unwrap_err()
             .contains("missing"));
         assert!(one(json!([1])).unwrap_err().contains("found a list"));
+        let mut v = valid("v1.g");
+        v["spec"]["servce"] = json!({});
+        assert_eq!(
+            one(v).unwrap_err(),
+            "spec.servce: unknown field, did you mean spec.service?"
+        );
     }
 
     #[test]
@@ -202,9 +227,11 @@ mod tests {
         let mut v = valid("");
         assert!(one(v.clone())
             .unwrap_err()
-            .contains("metadata.name is required"));
+            .contains("metadata.name: Required value"));
         v["metadata"] = json!({});
-        assert!(one(v).unwrap_err().contains("metadata.name is required"));
+        assert!(one(v)
+            .unwrap_err()
+            .contains("metadata.name: Required value"));
     }
 
     #[test]
@@ -213,13 +240,13 @@ mod tests {
         v["metadata"]["name"] = json!(123);
         let e = one(v.clone()).unwrap_err();
         assert!(
-            e.contains("metadata.name must be a string, found a number"),
+            e.contains("metadata.name: invalid type: expected string, found integer 123"),
             "{e}"
         );
         assert!(e.contains("\"123\""), "{e}");
         v["metadata"]["name"] = json!(true);
         let e = one(v).unwrap_err();
-        assert!(e.contains("must be a string, found a boolean"), "{e}");
+        assert!(e.contains("expected string, found boolean true"), "{e}");
     }
 
     #[test]
@@ -227,16 +254,35 @@ mod tests {
         let mut v = valid("v1.g");
         v["metadata"]["labels"] = json!({"kube-aggregator.kubernetes.io/automanaged": true});
         let e = one(v).unwrap_err();
-        assert!(e.contains("must be a string, found a boolean"), "{e}");
+        assert!(e.contains("expected string, found boolean"), "{e}");
         assert!(e.contains("\"true\""), "{e}");
     }
 
     #[test]
-    fn bad_field_type_names_the_object() {
+    fn bad_field_type_names_the_field() {
         let mut v = valid("v1.g");
         v["spec"]["versionPriority"] = json!("high");
         let e = one(v).unwrap_err();
-        assert!(e.starts_with("APIService \"v1.g\": invalid type"), "{e}");
+        assert_eq!(
+            e,
+            "spec.versionPriority: invalid type: expected integer, found string \"high\""
+        );
+    }
+
+    #[test]
+    fn server_rules_are_checked_at_load() {
+        let mut v = valid("v1.g");
+        v["metadata"]["name"] = json!("x");
+        assert_eq!(
+            one(v).unwrap_err(),
+            "metadata.name: Invalid value: \"x\": must be `spec.version+\".\"+spec.group`: \"v1.g\""
+        );
+        let mut v = valid("v1.g");
+        v["spec"]["caBundle"] = json!("QUFBQQ==");
+        v["spec"]["service"] = json!({"namespace": "n", "name": "s"});
+        assert!(one(v)
+            .unwrap_err()
+            .starts_with("spec.caBundle: Invalid value: \"4 bytes\": must be PEM"));
     }
 
     #[test]
@@ -267,10 +313,8 @@ mod tests {
             got[0].as_ref().unwrap().metadata.name.as_deref(),
             Some("v1.a")
         );
-        assert!(got[1]
-            .as_ref()
-            .unwrap_err()
-            .starts_with("items[1]: unsupported object"));
+        let e = got[1].as_ref().unwrap_err()[0].to_string();
+        assert!(e.starts_with("items[1]: unsupported object"), "{e}");
         assert!(got[2].is_ok());
         let typed = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIServiceList",
             "items": [valid("v1.a")]});
@@ -283,20 +327,15 @@ mod tests {
     fn list_errors() {
         let bad_version =
             json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "List", "items": []});
-        assert!(expand(bad_version)[0]
-            .as_ref()
-            .unwrap_err()
-            .contains("List must have apiVersion v1"));
+        let first = |v| expand(v).remove(0).unwrap_err()[0].to_string();
+        assert!(first(bad_version).contains("List must have apiVersion v1"));
         let nested = json!({"apiVersion": "v1", "kind": "List",
             "items": [{"apiVersion": "v1", "kind": "List", "items": []}]});
-        assert!(expand(nested)[0]
-            .as_ref()
-            .unwrap_err()
-            .contains("List inside a List"));
+        assert!(first(nested).contains("List inside a List"));
         let not_array = json!({"apiVersion": "v1", "kind": "List", "items": {}});
-        assert!(expand(not_array)[0]
-            .as_ref()
-            .unwrap_err()
-            .contains("items must be a list"));
+        assert_eq!(
+            first(not_array),
+            "items: invalid type: expected array, found object"
+        );
     }
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::json_value::JsonValue;
-use super::{documents, object, ManifestError};
+use super::schema::Problem;
+use super::{documents, locate, object, ManifestError};
 use crate::controller::decision::manifest_mode;
 use crate::controller::Desired;
 
@@ -44,6 +45,41 @@ impl Manifest {
     }
 }
 
+/// One document's text and where it sits in its file, to place a problem at its field.
+struct Source<'a> {
+    /// The document's text (the whole file for JSON).
+    text: &'a str,
+    /// Lines of the file before `text`.
+    offset: usize,
+    /// JSON rather than YAML.
+    json: bool,
+    /// 1-based YAML document index; none for JSON.
+    document: Option<usize>,
+    /// 1-based line where the document starts.
+    line: usize,
+}
+
+impl Source<'_> {
+    /// `problem` at its field's line and column, or at the document's first line when the
+    /// field cannot be found in the text.
+    fn error(&self, file: &Path, problem: &Problem) -> ManifestError {
+        let at = if problem.path.0.is_empty() {
+            None
+        } else if self.json {
+            locate::in_json(self.text, &problem.path.0, problem.at_key)
+        } else {
+            locate::in_yaml(self.text, &problem.path.0, problem.at_key)
+        };
+        ManifestError {
+            file: file.to_path_buf(),
+            document: self.document,
+            line: Some(at.map_or(self.line, |(l, _)| l + self.offset)),
+            column: at.map(|(_, c)| c),
+            message: problem.to_string(),
+        }
+    }
+}
+
 /// Files with at least this many YAML documents are parsed on two threads: parsing is the
 /// largest fixed cost of a start (~5 µs a document: 10,000 manifests took ~50 ms before the
 /// first request), and the machine is otherwise idle until the first request.
@@ -64,8 +100,7 @@ impl Found {
         file: &Arc<Path>,
         label_key: &str,
         value: Result<Value, ManifestError>,
-        document: Option<usize>,
-        line: usize,
+        src: &Source<'_>,
     ) {
         let value = match value {
             Ok(value) => value,
@@ -81,16 +116,17 @@ impl Found {
                     self.manifests.push(Manifest {
                         desired: Desired::owned(obj, mode),
                         file: file.clone(),
-                        document,
-                        line,
+                        document: src.document,
+                        line: src.line,
                     });
                 }
-                Err(message) => self.errors.push(ManifestError {
-                    file: file.to_path_buf(),
-                    document,
-                    line: Some(line),
-                    message,
-                }),
+                Err(problems) => {
+                    let mut located: Vec<ManifestError> =
+                        problems.iter().map(|p| src.error(file, p)).collect();
+                    // In the order of the text, as a user reads the file.
+                    located.sort_by_key(|e| (e.line, e.column));
+                    self.errors.extend(located);
+                }
             }
         }
     }
@@ -107,9 +143,17 @@ impl Found {
                 file: file.to_path_buf(),
                 document: Some(doc.index),
                 line: Some(line.map_or(doc.line, |l| l + doc.offset)),
+                column: None,
                 message,
             });
-            self.take(file, label_key, value, Some(doc.index), doc.line);
+            let src = Source {
+                text: &doc.text,
+                offset: doc.offset,
+                json: false,
+                document: Some(doc.index),
+                line: doc.line,
+            };
+            self.take(file, label_key, value, &src);
         }
         self
     }
@@ -160,20 +204,26 @@ pub fn parse_file(
     let shared: Arc<Path> = file.into();
     let mut found = Found::default();
     if is_json {
+        let mut src = Source {
+            text,
+            offset: 0,
+            json: true,
+            document: None,
+            line: first_content_line(text),
+        };
         match serde_json::from_str::<Value>(text) {
-            Ok(doc) => found.take(&shared, label_key, Ok(doc), None, first_content_line(text)),
-            Err(e) => found.take(
-                &shared,
-                label_key,
-                Err(ManifestError {
+            Ok(doc) => found.take(&shared, label_key, Ok(doc), &src),
+            Err(e) => {
+                src.line = e.line();
+                let err = ManifestError {
                     file: file.to_path_buf(),
                     document: None,
                     line: Some(e.line()),
+                    column: Some(e.column()),
                     message: format!("invalid JSON: {e}"),
-                }),
-                None,
-                e.line(),
-            ),
+                };
+                found.take(&shared, label_key, Err(err), &src)
+            }
         }
     } else {
         found = found.documents_parallel(&shared, label_key, &documents::split(text));
@@ -220,6 +270,7 @@ pub(super) fn duplicate_error(dup: &Manifest, owner: &Manifest) -> ManifestError
         file: dup.file.to_path_buf(),
         document: dup.document,
         line: Some(dup.line),
+        column: None,
         message: format!(
             "duplicate APIService {:?}: already declared at {}",
             dup.name(),
@@ -243,14 +294,14 @@ mod tests {
         super::parse_file(file, text, DEFAULT_LABEL_KEY)
     }
 
-    const A: &str = "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.a\nspec:\n  group: a\n  version: v1\n";
+    const A: &str = "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.a\nspec:\n  group: a\n  version: v1\n  groupPriorityMinimum: 100\n  versionPriority: 10\n";
 
     #[test]
     fn yaml_error_line_is_a_line_of_the_file() {
         let text = format!("{A}---\n{A}  bad: [\n");
         let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
         assert_eq!(errs.len(), 1);
-        assert_eq!((errs[0].document, errs[0].line), (Some(2), Some(17)));
+        assert_eq!((errs[0].document, errs[0].line), (Some(2), Some(21)));
         assert!(errs[0].message.starts_with("invalid YAML"), "{}", errs[0]);
     }
 
@@ -266,15 +317,15 @@ mod tests {
             errs[0]
         );
         // The second `metadata:`, not the mapping holding it (where the parser points).
-        assert_eq!(errs[0].line, Some(8));
+        assert_eq!(errs[0].line, Some(10));
     }
 
     #[test]
     fn error_lines_of_later_documents_and_control_characters_are_the_files() {
-        // Document 2 starts on line 9; its `spec.version` is repeated on line 16 of the file.
+        // Document 2 starts on line 11; its `spec.version` is repeated on line 20 of the file.
         let text = format!("{A}---\n{A}  version: v2\n");
         let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
-        assert_eq!((errs[0].document, errs[0].line), (Some(2), Some(16)));
+        assert_eq!((errs[0].document, errs[0].line), (Some(2), Some(20)));
         let text = format!(
             "{A}---\n{}",
             A.replace("  version: v1\n", "  group: b\n  version: v1\n")
@@ -282,7 +333,7 @@ mod tests {
         let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
         assert_eq!(
             (errs[0].document, errs[0].line),
-            (Some(2), Some(15)),
+            (Some(2), Some(17)),
             "{}",
             errs[0]
         );
@@ -325,10 +376,13 @@ mod tests {
         assert_eq!(got[0].desired.mode, SyncMode::OnStart, "our own key");
     }
 
-    /// `n` documents naming `v1.g{i}` (7 lines each), as one file's text.
+    /// `n` documents naming `v1.g{i}` (9 lines each), as one file's text.
     fn many(n: usize) -> String {
         (0..n)
-            .map(|i| A.replace("v1.a", &format!("v1.g{i}")))
+            .map(|i| {
+                A.replace("v1.a", &format!("v1.g{i}"))
+                    .replace("group: a", &format!("group: g{i}"))
+            })
             .collect::<Vec<_>>()
             .join("---\n")
     }
@@ -341,7 +395,7 @@ mod tests {
         let want: Vec<String> = (0..n).map(|i| format!("v1.g{i}")).collect();
         assert_eq!(names, want);
         let last = &got[n - 1];
-        assert_eq!((last.document, last.line), (Some(n), 8 * (n - 1) + 1));
+        assert_eq!((last.document, last.line), (Some(n), 10 * (n - 1) + 1));
     }
 
     #[test]
@@ -352,7 +406,7 @@ mod tests {
         text = text.replacen("  version: v1\n", "  version: [\n", 2);
         text = text.replacen("  version: [\n", "  version: v1\n", 1);
         text.push_str("---\n");
-        text.push_str(&A.replace("v1.a", "v1.g0"));
+        text.push_str(&A.replace("v1.a", "v1.g0").replace("group: a", "group: g0"));
         let errs = parse_file(Path::new("x.yaml"), &text).unwrap_err();
         assert_eq!(errs.len(), 2, "{errs:?}");
         assert_eq!(errs[0].document, Some(2));

@@ -117,7 +117,8 @@ mod tests {
 
     fn svc(name: &str) -> String {
         format!(
-            "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {name}\nspec:\n  group: g\n  version: v1\n"
+            "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {name}\nspec:\n  group: {}\n  version: v1\n  groupPriorityMinimum: 1\n  versionPriority: 1\n",
+            name.trim_start_matches("v1.")
         )
     }
 

@@ -166,10 +166,21 @@ mod tests {
         super::load(path, DEFAULT_LABEL_KEY)
     }
 
-    fn svc(name: &str, group: &str) -> String {
+    /// A valid APIService `name` (`v1.GROUP`), told apart from other versions by `marker`.
+    fn svc(name: &str, marker: &str) -> String {
+        let group = name.trim_start_matches("v1.");
         format!(
-            "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {name}\nspec:\n  group: {group}\n  version: v1\n"
+            "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {name}\n  annotations:\n    m: {marker}\nspec:\n  group: {group}\n  version: v1\n  groupPriorityMinimum: 1\n  versionPriority: 1\n"
         )
+    }
+
+    fn marker(d: &Desired) -> &str {
+        d.object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("m"))
+            .unwrap_or_default()
     }
 
     fn names(desired: &BTreeMap<String, Desired>) -> Vec<&str> {
@@ -188,13 +199,14 @@ mod tests {
         assert_eq!(r.errors[0].file, d.path("a.yaml"));
         assert_eq!(names(&r.desired), ["v1.a"]);
         assert_eq!(
-            &*r.desired["v1.a"].object.spec.group, "a",
+            marker(&r.desired["v1.a"]),
+            "a",
             "the old object, not half an edit"
         );
         d.write("a.yaml", &svc("v1.a", "fixed"));
         let r = set.reload();
         assert!(r.errors.is_empty());
-        assert_eq!(&*r.desired["v1.a"].object.spec.group, "fixed");
+        assert_eq!(marker(&r.desired["v1.a"]), "fixed");
     }
 
     #[test]
@@ -253,7 +265,7 @@ mod tests {
         let e = &errs[0];
         assert_eq!(
             (&e.file, e.document, e.line),
-            (&d.path("b.yaml"), Some(2), Some(9))
+            (&d.path("b.yaml"), Some(2), Some(13))
         );
         let first = format!("{}:1 (document 1)", d.path("a.yaml").display());
         assert!(e.message.contains(&first), "{e}");
@@ -268,7 +280,7 @@ mod tests {
         );
         let errs = load(&f).unwrap_err();
         assert_eq!(errs.len(), 1);
-        assert_eq!((errs[0].document, errs[0].line), (Some(2), Some(9)));
+        assert_eq!((errs[0].document, errs[0].line), (Some(2), Some(13)));
         assert!(
             errs[0].message.contains("a.yaml:1 (document 1)"),
             "{}",
@@ -290,9 +302,10 @@ mod tests {
         );
         let r = set.reload();
         assert_eq!(names(&r.desired), ["v1.a", "v1.x"]);
-        assert_eq!(&*r.desired["v1.x"].object.spec.group, "from-b");
+        assert_eq!(marker(&r.desired["v1.x"]), "from-b");
         assert_eq!(
-            &*r.desired["v1.a"].object.spec.group, "a2",
+            marker(&r.desired["v1.a"]),
+            "a2",
             "the rest of the edit applies"
         );
         assert_eq!(r.errors.len(), 1);
@@ -302,7 +315,7 @@ mod tests {
         d.write("b.yaml", "");
         let r = set.reload();
         assert!(r.errors.is_empty(), "{:?}", r.errors);
-        assert_eq!(&*r.desired["v1.x"].object.spec.group, "from-a");
+        assert_eq!(marker(&r.desired["v1.x"]), "from-a");
     }
 
     #[test]

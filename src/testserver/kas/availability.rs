@@ -222,9 +222,14 @@ pub(super) fn pass(shared: &Shared, switch: &DiscoverySwitch) -> bool {
         let Some(kind) = kinds::by_plural("apiservices") else {
             continue;
         };
-        let r = shared
-            .store
-            .update(kind, "", &name, true, KUBE_APISERVER_MANAGER, |cur| {
+        let r = shared.store.update(
+            kind,
+            "",
+            &name,
+            true,
+            KUBE_APISERVER_MANAGER,
+            false,
+            |cur| {
                 let mut new = cur.clone();
                 let mut conditions: Vec<Value> = cur
                     .pointer("/status/conditions")
@@ -237,7 +242,8 @@ pub(super) fn pass(shared: &Shared, switch: &DiscoverySwitch) -> bool {
                 conditions.push(condition);
                 new["status"] = json!({ "conditions": conditions });
                 Ok(new)
-            });
+            },
+        );
         // Gone or changed meanwhile: the store change brings another pass.
         if let Err(e) = r {
             failed |= !matches!(e.code(), 404 | 409);

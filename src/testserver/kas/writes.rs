@@ -27,7 +27,7 @@ pub(super) fn create(shared: &Shared, name: &str, d: &Desired) -> Result<u16, Ap
     });
     shared
         .store
-        .create(apiservices(), "", obj, KUBE_APISERVER_MANAGER)
+        .create(apiservices(), "", obj, KUBE_APISERVER_MANAGER, false)
         .map(|_| 201)
 }
 
@@ -43,6 +43,7 @@ pub(super) fn update(shared: &Shared, name: &str, d: &Desired, cur: &Value) -> R
             name,
             false,
             KUBE_APISERVER_MANAGER,
+            false,
             |_| Ok(new),
         )
         .map(|_| 200)
@@ -55,7 +56,7 @@ pub(super) fn delete(shared: &Shared, name: &str, uid: &str) -> Result<u16, ApiE
     };
     shared
         .store
-        .delete(apiservices(), "", name, &pre)
+        .delete(apiservices(), "", name, &pre, false)
         .map(|_| 200)
 }
 
@@ -91,6 +92,7 @@ pub(super) fn mark_available(shared: &Shared, name: &str) -> Result<u16, ApiErr>
             name,
             true,
             KUBE_APISERVER_MANAGER,
+            false,
             |cur| {
                 let mut new = cur.clone();
                 new["status"] = status;

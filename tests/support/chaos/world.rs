@@ -178,7 +178,9 @@ impl World {
     /// A server with a few unowned objects, and valid manifests declaring part of the pool.
     pub fn new(seed: u64, rng: &mut Rng) -> World {
         let flavour = Flavour::of(seed);
+        // TLS: each replica authenticates with a token of its own, and tokens go only over TLS.
         let server = TestServer::builder()
+            .tls(true)
             .kube_apiserver(flavour.kube_apiserver)
             .start()
             .expect("start the test server");

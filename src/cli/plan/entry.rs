@@ -1,0 +1,210 @@
+//! One name of the plan: the decision `run` would take at its start, and what it means.
+
+use serde_json::{json, Value};
+
+use autoregister::api::APIService;
+use autoregister::controller::{Action, Cell, Decision, Ownership};
+
+use super::diff::{self, Change};
+
+/// What the server said to the dry run of this name's write.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DryRun {
+    /// No write planned, or `--dry-run=none`.
+    NotSent,
+    /// The server would accept it.
+    Accepted,
+    /// The server refused it, in its words.
+    Refused(String),
+}
+
+/// One name of the plan.
+pub struct Entry {
+    /// APIService name.
+    pub name: String,
+    /// Table cell.
+    pub cell: Cell,
+    /// The decision's action (the write sent in a dry run).
+    pub action: Action,
+    /// The rule that decided.
+    pub reason: &'static str,
+    /// Why it is blocked or cannot be decided.
+    pub detail: Option<String>,
+    /// For an update or adoption: the fields that would change.
+    pub changes: Vec<Change>,
+    /// For a create: the object that would be sent.
+    pub object: Option<Value>,
+    /// For a delete: why.
+    pub why: Option<String>,
+    /// The "once" rule, where it applies: what `run` does at its start and what a running
+    /// instance does.
+    pub once: Option<&'static str>,
+    /// Desired, ours, or blocked: listed without `--all`.
+    pub involves_us: bool,
+    /// The dry run's answer.
+    pub dry_run: DryRun,
+    /// The `Available` condition of our object: `True`, `False`, `Unknown`; `-` otherwise.
+    pub available: &'static str,
+    /// Why our object is unavailable.
+    pub unavailable: Option<String>,
+    /// A running instance holds the name withdrawn: its `Withdrawn` Event's note.
+    pub withdrawn: Option<String>,
+}
+
+/// An onstart write: `run` makes it at its start, a running instance only until it has synced the name.
+const ONCE_WRITE: &str = "onstart: run writes this once, at its start; a running instance that \
+     has already synced this name leaves later changes alone until it restarts";
+/// An onstart object present at start and no longer desired.
+const ONCE_DELETE: &str = "onstart: run deletes this once, at its start; a running instance \
+     that has already synced this name does not";
+
+impl Entry {
+    /// The entry for `name` from its decision, the object listed under it (if any) and the
+    /// ownership policy.
+    pub fn new(
+        name: &str,
+        d: Decision,
+        current: Option<&APIService>,
+        desired: bool,
+        ownership: &Ownership,
+    ) -> Entry {
+        let ours = current.is_some_and(|c| ownership.is_managed(c));
+        let mut e = Entry {
+            name: name.to_string(),
+            cell: d.cell,
+            action: Action::None,
+            reason: d.reason,
+            detail: None,
+            changes: Vec::new(),
+            object: None,
+            why: None,
+            once: None,
+            involves_us: desired || ours,
+            dry_run: DryRun::NotSent,
+            available: "-",
+            unavailable: None,
+            withdrawn: None,
+        };
+        let writes = !matches!(
+            d.action,
+            Action::None | Action::Blocked(_) | Action::Error(_)
+        );
+        if writes && (d.cell.column() == 'B' || d.cell.row() == 5) {
+            e.once = Some(if matches!(d.action, Action::Delete { .. }) {
+                ONCE_DELETE
+            } else {
+                ONCE_WRITE
+            });
+        }
+        match &d.action {
+            Action::Blocked(why) | Action::Error(why) => e.detail = Some(why.clone()),
+            Action::Create(obj) => e.object = serde_json::to_value(obj).ok(),
+            Action::Update(obj) | Action::Adopt(obj) => {
+                if let Some(cur) = current {
+                    let old = serde_json::to_value(&cur.spec).unwrap_or(Value::Null);
+                    let new = serde_json::to_value(&obj.spec).unwrap_or(Value::Null);
+                    e.changes = diff::changes("spec", &old, &new);
+                    let key = &ownership.label_key;
+                    let (was, now) = (cur.metadata.label(key), obj.metadata.label(key));
+                    if was != now {
+                        e.changes.push(Change {
+                            field: format!("metadata.labels[{key:?}]"),
+                            old: was.map(|v| json!(v)),
+                            new: now.map(|v| json!(v)),
+                        });
+                    }
+                }
+            }
+            Action::Delete { .. } => {
+                let label = current
+                    .and_then(|c| ownership.managed_value(c))
+                    .unwrap_or_default();
+                e.why = Some(format!(
+                    "ours ({}={label}) and in no manifest",
+                    ownership.label_key
+                ));
+            }
+            Action::None => {}
+        }
+        e.action = d.action;
+        e
+    }
+
+    /// The entry as one JSON object of the `-o json` document.
+    pub fn to_json(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!(self.name));
+        m.insert("cell".into(), json!(self.cell.to_string()));
+        m.insert("action".into(), json!(self.action.verb()));
+        m.insert("reason".into(), json!(self.reason));
+        if let Some(d) = &self.detail {
+            m.insert("detail".into(), json!(d));
+        }
+        if !self.changes.is_empty() {
+            let changes: Vec<Value> = self
+                .changes
+                .iter()
+                .map(|c| json!({"field": c.field, "old": c.old, "new": c.new}))
+                .collect();
+            m.insert("changes".into(), Value::Array(changes));
+        }
+        if let Some(o) = &self.object {
+            m.insert("object".into(), o.clone());
+        }
+        if let Some(w) = &self.why {
+            m.insert("why".into(), json!(w));
+        }
+        if let Some(o) = self.once {
+            m.insert("once".into(), json!(o));
+        }
+        let dry = match &self.dry_run {
+            DryRun::NotSent => json!({"result": "not sent"}),
+            DryRun::Accepted => json!({"result": "accepted"}),
+            DryRun::Refused(msg) => json!({"result": "refused", "message": msg}),
+        };
+        m.insert("dryRun".into(), dry);
+        m.insert("available".into(), json!(self.available));
+        if let Some(u) = &self.unavailable {
+            m.insert("unavailable".into(), json!(u));
+        }
+        if let Some(w) = &self.withdrawn {
+            m.insert("withdrawn".into(), json!(w));
+        }
+        Value::Object(m)
+    }
+
+    /// The lines under the entry's row in text output.
+    pub fn detail_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        out.extend(self.changes.iter().map(Change::line));
+        if let Some(o) = &self.object {
+            out.extend(diff::leaves("spec", &o["spec"]));
+            if let Some(labels) = o.pointer("/metadata/labels").and_then(Value::as_object) {
+                for (k, v) in labels {
+                    out.push(format!(
+                        "metadata.labels[{k:?}]: {}",
+                        diff::shown("", Some(v))
+                    ));
+                }
+            }
+        }
+        if let Some(w) = &self.why {
+            out.push(format!("why: {w}"));
+        }
+        if let Some(o) = self.once {
+            out.push(o.to_string());
+        }
+        if let Some(u) = &self.unavailable {
+            out.push(u.clone());
+        }
+        if let Some(w) = &self.withdrawn {
+            out.push(format!("withdrawn by a running instance: {w}"));
+        }
+        match &self.dry_run {
+            DryRun::NotSent => {}
+            DryRun::Accepted => out.push("dry run: accepted by the server".into()),
+            DryRun::Refused(msg) => out.push(format!("dry run: REFUSED by the server: {msg}")),
+        }
+        out
+    }
+}
