@@ -9,6 +9,9 @@ MUSL_CC ?= $(shell command -v x86_64-linux-musl-gcc || command -v musl-gcc || ec
 # Where cargo puts its output (CARGO_TARGET_DIR, .cargo/config, else ./target): asked, never assumed.
 TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 STATIC_BIN = $(TARGET_DIR)/$(STATIC_TARGET)/release/autoregister
+# Python packages the tests need (prometheus_client, the reference /metrics parser) go
+# here when the system lacks them: inside the target dir, so `cargo clean` removes them.
+PY_DIR = $(TARGET_DIR)/py
 
 .PHONY: build test demo static image bench bench-micro fmt clippy chaos msrv
 
@@ -18,7 +21,8 @@ build:
 test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features testing -- -D warnings
-	$(CARGO) test --features testing
+	scripts/test-deps.sh "$(PY_DIR)"
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(CARGO) test --features testing
 
 # Long chaos runs: `make chaos SEEDS=1000` (CHAOS_FIRST=N starts elsewhere); a failing
 # seed prints the one command that replays it.

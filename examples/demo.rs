@@ -11,11 +11,13 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use autoregister::api::{APIService, AUTO_MANAGED_LABEL, DEFAULT_LABEL_KEY};
 use autoregister::client::{Api, Client};
 use autoregister::testserver::TestServer;
+use autoregister::text;
 use serde_json::json;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -91,7 +93,7 @@ fn demo() -> Result<()> {
         })?;
     // Killed on drop: a failed step must not leave the controller running.
     let mut child = KillOnDrop(child);
-    relay(&mut child.0);
+    let log = Log::relay(&mut child.0);
 
     let desired = [
         "v1.example.com",
@@ -103,7 +105,9 @@ fn demo() -> Result<()> {
         "v1beta2.custom.metrics.k8s.io",
     ];
     wait(
+        &log,
         "every manifest object registered, the stale one deleted",
+        &["v1.stale.example.com 6A delete"],
         || desired.iter().all(|n| exists(&server, n)) && !exists(&server, "v1.stale.example.com"),
     )?;
     show(&server, "after the first sync");
@@ -113,23 +117,34 @@ fn demo() -> Result<()> {
     let mut obj = api.get("v1beta1.metrics.k8s.io")?;
     obj.spec.version_priority = 999;
     api.update(&obj)?;
-    wait("the controller restores versionPriority 100", || {
-        priority(&server, "v1beta1.metrics.k8s.io") == Some(100)
-    })?;
+    wait(
+        &log,
+        "the controller restores versionPriority 100",
+        &["v1beta1.metrics.k8s.io 6C update"],
+        || priority(&server, "v1beta1.metrics.k8s.io") == Some(100),
+    )?;
 
     step("wardle.json removed from the manifests");
     std::fs::remove_file(manifests.join("wardle.json"))?;
-    wait("both wardle APIServices deregistered", || {
-        !exists(&server, "v1alpha1.wardle.example.com")
-            && !exists(&server, "v1beta1.wardle.example.com")
-    })?;
+    wait(
+        &log,
+        "both wardle APIServices deregistered",
+        &[
+            "v1alpha1.wardle.example.com 6A delete",
+            "v1beta1.wardle.example.com 6A delete",
+        ],
+        || {
+            !exists(&server, "v1alpha1.wardle.example.com")
+                && !exists(&server, "v1beta1.wardle.example.com")
+        },
+    )?;
     show(&server, "after the edits");
     if kube_apiservers_objects(&server) != builtins {
         return Err("kube-apiserver's APIServices changed".into());
     }
     step(&format!(
-        "ok: kube-apiserver's {} APIServices untouched (same UIDs and resourceVersions)",
-        builtins.len()
+        "ok: kube-apiserver's {} untouched (same UIDs and resourceVersions)",
+        text::count(builtins.len(), "APIService")
     ));
 
     step("SIGTERM");
@@ -137,15 +152,31 @@ fn demo() -> Result<()> {
     Command::new("kill").args(["-TERM", &pid]).status()?;
     let started = Instant::now();
     let status = child.0.wait()?;
-    step(&format!(
-        "autoregister exited with {status} after {:?}",
-        started.elapsed()
-    ));
+    let took = started.elapsed();
+    log.wait_closed(Duration::from_secs(5));
+    log.flush();
     let _ = std::fs::remove_dir_all(&work);
-    if !status.success() {
-        return Err("autoregister did not exit cleanly".into());
+    let stopped = match status.code() {
+        Some(0) => format!("stopped cleanly on SIGTERM within {}", text::duration(took)),
+        Some(code) => return Err(format!("autoregister exited with code {code} on SIGTERM").into()),
+        None => return Err("autoregister was killed by a signal".into()),
+    };
+    step("summary");
+    for line in [
+        format!(
+            "registered {} from the manifests; deleted v1.stale.example.com, ours but no longer wanted",
+            text::count(desired.len(), "APIService")
+        ),
+        "restored v1beta1.metrics.k8s.io after an intruder's edit".to_string(),
+        "deregistered the 2 wardle APIServices when wardle.json was removed".to_string(),
+        format!(
+            "never touched v1.legacy.example.com (no ownership label) nor kube-apiserver's {}",
+            text::count(builtins.len(), "APIService")
+        ),
+        stopped,
+    ] {
+        println!("  - {line}");
     }
-    step("demo complete");
     Ok(())
 }
 
@@ -171,8 +202,8 @@ fn priority(server: &TestServer, name: &str) -> Option<i64> {
     server.get_object("apiservices", None, name)?["spec"]["versionPriority"].as_i64()
 }
 
-fn step(text: &str) {
-    println!("\n==> {text}");
+fn step(heading: &str) {
+    println!("\n==> {heading}");
 }
 
 /// kube-apiserver's APIServices (those with its label) as (name, uid, resourceVersion).
@@ -189,10 +220,12 @@ fn kube_apiservers_objects(server: &TestServer) -> Vec<(String, String, String)>
         .collect()
 }
 
-/// Prints the server's APIServices as a small table, with who owns each.
+/// Prints the APIServices that matter to the story as a small table (ours, and any
+/// without an owner), and kube-apiserver's own as one line.
 fn show(server: &TestServer, when: &str) {
     println!("\nAPIServices {when}:");
     println!("  {:36} {:26} {:>8}", "NAME", "OWNER", "PRIORITY");
+    let mut kube_apiservers = 0;
     for obj in server.list_objects("apiservices", None) {
         let name = obj["metadata"]["name"].as_str().unwrap_or("?");
         let labels = &obj["metadata"]["labels"];
@@ -201,12 +234,19 @@ fn show(server: &TestServer, when: &str) {
             labels[AUTO_MANAGED_LABEL].as_str(),
         ) {
             (Some(v), _) => format!("autoregister ({v})"),
-            (None, Some(v)) => format!("kube-apiserver ({v})"),
-            (None, None) => "-".to_string(),
+            (None, Some(_)) => {
+                kube_apiservers += 1;
+                continue;
+            }
+            (None, None) => "- (no ownership label)".to_string(),
         };
         let prio = obj["spec"]["versionPriority"].as_i64().unwrap_or(0);
         println!("  {name:36} {owner:26} {prio:>8}");
     }
+    println!(
+        "  (and kube-apiserver's own {}: v1., v1.apps, ..., not shown)",
+        text::count(kube_apiservers, "APIService")
+    );
 }
 
 /// A child process killed (if still running) and reaped when dropped.
@@ -219,26 +259,80 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Copies the controller's log lines to our stdout, indented, as they come.
-fn relay(child: &mut Child) {
-    if let Some(stderr) = child.stderr.take() {
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-                println!("    | {line}");
-            }
-        });
+/// The controller's log, collected by a thread and printed (indented) only by the main
+/// thread, so each line lands under the step it belongs to.
+#[derive(Clone, Default)]
+struct Log {
+    inner: Arc<Mutex<LogLines>>,
+}
+
+#[derive(Default)]
+struct LogLines {
+    lines: Vec<String>,
+    printed: usize,
+    closed: bool,
+}
+
+impl Log {
+    /// Starts collecting `child`'s stderr.
+    fn relay(child: &mut Child) -> Log {
+        let log = Log::default();
+        if let Some(stderr) = child.stderr.take() {
+            let l = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                    l.lock().lines.push(line);
+                }
+                l.lock().closed = true;
+            });
+        }
+        log
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogLines> {
+        // A panic in the relay thread cannot leave the lines half-written: keep going.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether every needle appears in a line not printed yet.
+    fn has_unprinted(&self, needles: &[&str]) -> bool {
+        let l = self.lock();
+        let fresh = &l.lines[l.printed..];
+        needles
+            .iter()
+            .all(|n| fresh.iter().any(|line| line.contains(n)))
+    }
+
+    /// Prints the lines collected since the last flush.
+    fn flush(&self) {
+        let mut l = self.lock();
+        for line in &l.lines[l.printed..] {
+            println!("    | {line}");
+        }
+        l.printed = l.lines.len();
+    }
+
+    /// Waits (at most `limit`) until the process's stderr has ended.
+    fn wait_closed(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while !self.lock().closed && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
-/// Polls `done` until it holds, for at most 20 s.
-fn wait(what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
+/// Polls until `done` holds and the controller has logged each of `lines` (so its lines
+/// print under this step, not the next), for at most 20 s; then prints them and the result.
+fn wait(log: &Log, what: &str, lines: &[&str], mut done: impl FnMut() -> bool) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
+    while !(done() && log.has_unprinted(lines)) {
         if Instant::now() > deadline {
+            log.flush();
             return Err(format!("timed out waiting: {what}").into());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    log.flush();
     step(&format!("ok: {what}"));
     Ok(())
 }

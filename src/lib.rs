@@ -89,6 +89,8 @@
 #[doc(hidden)]
 pub mod api;
 #[doc(hidden)]
+pub mod build_info;
+#[doc(hidden)]
 pub mod client;
 #[doc(hidden)]
 pub mod controller;
@@ -100,6 +102,8 @@ pub mod runtime;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testserver;
+#[doc(hidden)]
+pub mod text;
 mod token_bucket;
 mod yaml;
 

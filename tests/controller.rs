@@ -280,7 +280,7 @@ fn removing_the_entry_of_an_unmanaged_object_leaves_it_alone() {
     assert_eq!(pending.len(), 1, "{pending:?}");
     assert_eq!(pending[0].name, name);
     assert!(
-        pending[0].reason.contains("no ownership label"),
+        pending[0].reason.contains("without ownership label"),
         "{pending:?}"
     );
     h.ctl.remove_api_service_to_sync(name);

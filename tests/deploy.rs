@@ -201,7 +201,7 @@ fn deploy_yaml_parses_and_the_deployment_matches_the_cli_contract() {
             .find(|p| &p["name"] == name)
             .map(|p| p["containerPort"].as_u64().unwrap())
     };
-    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+    for (probe, path) in [("livenessProbe", "/livez"), ("readinessProbe", "/readyz")] {
         let get = &c[probe]["httpGet"];
         assert_eq!(get["path"], path, "{probe}");
         assert_eq!(named(&get["port"]), Some(u64::from(port)), "{probe} port");
@@ -391,7 +391,7 @@ fn reference_parse(body: &str) -> serde_json::Map<String, Value> {
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "prometheus_client rejected /metrics (or is missing: python3 -m pip install prometheus-client):\n{}\n{body}",
+        "prometheus_client rejected /metrics (or is missing: `make test` installs it, see scripts/test-deps.sh):\n{}\n{body}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
@@ -622,15 +622,16 @@ fn the_deployment_follows_a_configmap_data_swap_records_events_and_needs_exactly
 
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
-    // Log lines a person can read: millisecond timestamps, cell and meaning on each action.
+    // Log lines a person can read: microsecond timestamps (as klog, at every level), cell
+    // and meaning on each action.
     for line in log.lines() {
         let b = line.as_bytes();
         assert!(
-            b.len() > 24
+            b.len() > 27
                 && b[19] == b'.'
-                && b[23] == b'Z'
-                && b[20..23].iter().all(u8::is_ascii_digit),
-            "no millisecond timestamp: {line}"
+                && b[26] == b'Z'
+                && b[20..26].iter().all(u8::is_ascii_digit),
+            "no microsecond timestamp: {line}"
         );
     }
     assert!(

@@ -91,7 +91,8 @@ fn unmanaged_object_with_a_desired_name_is_never_written() {
     assert_eq!(code, 1, "{log}");
     assert!(started.elapsed() < Duration::from_secs(15), "{log}");
     assert!(
-        log.contains("v1.a.example.com: held by no ownership label") && log.contains("--adopt"),
+        log.contains("v1.a.example.com: held by an object without ownership label")
+            && log.contains("--adopt"),
         "{log}"
     );
     assert!(writes(&server, "v1.a.example.com").is_empty(), "{log}");

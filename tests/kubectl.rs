@@ -356,3 +356,87 @@ fn kubectl_against_kube_apiserver_mode() {
         "kubectl names itself"
     );
 }
+
+/// `kubectl describe apiservice` shows the controller's Events, as on a real cluster: they
+/// are written through `events.k8s.io/v1` and read (as kube-apiserver serves them) through
+/// `core/v1` with `involvedObject.*` field selectors, which is what `describe` lists.
+#[test]
+fn kubectl_describe_shows_the_events_the_controller_wrote() {
+    let Some(bin) = kubectl_or_skip() else {
+        return;
+    };
+    let server = TestServer::start();
+    let dir = scratch(&server, "describe");
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    manifest(
+        &manifests,
+        "v1.described.example.com",
+        "described.example.com",
+        10,
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_autoregister"))
+        .args(["run", "--once", "--manifests"])
+        .arg(&manifests)
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let k = Kubectl { bin, dir };
+    let out = k.ok(&["describe", "apiservice", "v1.described.example.com"]);
+    let events = out
+        .split("\nEvents:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Events section:\n{out}"));
+    assert!(!events.trim_start().starts_with("<none>"), "{out}");
+    let line = events
+        .lines()
+        .find(|l| l.contains("Registered"))
+        .unwrap_or_else(|| panic!("no Registered event:\n{out}"));
+    for word in ["Normal", "autoregister", "create by autoregister"] {
+        assert!(line.contains(word), "{word} missing: {line}");
+    }
+    // The same Event through core/v1 with the selector describe uses, and no other.
+    let uid = k.ok(&[
+        "get",
+        "apiservice",
+        "v1.described.example.com",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let selector = format!(
+        "involvedObject.name=v1.described.example.com,involvedObject.namespace=,\
+         involvedObject.kind=APIService,involvedObject.uid={uid}"
+    );
+    let listed: Value = serde_json::from_str(&k.ok(&[
+        "get",
+        "events.v1.",
+        "-A",
+        "--field-selector",
+        &selector,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{listed:#}");
+    assert_eq!(items[0]["apiVersion"], "v1");
+    assert_eq!(items[0]["reason"], "Registered");
+    assert_eq!(items[0]["involvedObject"]["uid"], uid.as_str());
+    let none: Value = serde_json::from_str(&k.ok(&[
+        "get",
+        "events.v1.",
+        "-A",
+        "--field-selector",
+        "involvedObject.name=v1.other.example.com",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(none["items"], json!([]));
+}

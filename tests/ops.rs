@@ -113,6 +113,70 @@ fn healthz_answers_ok_on_an_ephemeral_port() {
     assert!(a.head.contains("Content-Type: text/plain"), "{}", a.head);
 }
 
+/// `/livez` as kube components serve it, beside `/healthz`: the same checks, each
+/// report naming its own endpoint.
+#[test]
+fn livez_answers_with_the_liveness_checks_as_healthz_does() {
+    let ok = plain_server();
+    let a = get(ok.local_addr(), "/livez");
+    assert_eq!((a.status, a.body.as_str()), (200, "ok\n"));
+    let a = get(ok.local_addr(), "/livez?verbose");
+    assert_eq!((a.status, a.body.as_str()), (200, "livez check passed\n"));
+    let failing = OpsServer::start(
+        "127.0.0.1:0",
+        OpsSources::new().health_check("threads", || Err("worker 0 stuck".into())),
+    )
+    .unwrap();
+    for path in ["livez", "healthz"] {
+        let a = get(failing.local_addr(), &format!("/{path}"));
+        assert_eq!(a.status, 503, "{path}");
+        assert_eq!(
+            a.body,
+            format!("[-]threads failed: worker 0 stuck\n{path} check failed\n")
+        );
+    }
+    ok.shutdown();
+    failing.shutdown();
+}
+
+/// `autoregister_build_info{version,commit} 1`, and no sample reads `-0` (an idle
+/// workqueue's unfinished work was a float sum of nothing).
+#[test]
+fn metrics_carry_build_info_and_no_negative_zero() {
+    let api = TestServer::start();
+    let controller = controller_for(&api);
+    controller.add_api_service_to_sync(apiservice("build.example.com"));
+    let ops = OpsServer::start("127.0.0.1:0", OpsSources::for_controller(&controller)).unwrap();
+    controller.start();
+    controller.wait_converged(WAIT).unwrap();
+    // Idle: nothing in flight.
+    let body = wait_for("an idle workqueue", || {
+        let body = get(ops.local_addr(), "/metrics").body;
+        body.contains("workqueue_depth{name=\"autoregister\"} 0\n")
+            .then_some(body)
+    });
+    let exp = promtext::parse(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
+    let info = exp.value(
+        "autoregister_build_info",
+        &[
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("commit", autoregister::build_info::COMMIT),
+        ],
+    );
+    assert_eq!(info, Some(1.0), "{body}");
+    assert_eq!(exp.types["autoregister_build_info"], "gauge");
+    assert!(
+        body.contains("workqueue_unfinished_work_seconds{name=\"autoregister\"} 0\n"),
+        "{body}"
+    );
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let value = line.rsplit(' ').next().unwrap_or_default();
+        assert!(!value.starts_with("-0"), "negative zero: {line}");
+    }
+    ops.shutdown();
+    controller.shutdown();
+}
+
 #[test]
 fn readyz_is_503_with_the_reason_until_the_cache_syncs_then_200() {
     let api = TestServer::start();

@@ -170,7 +170,7 @@ fn plan_names_the_owner_and_what_adopt_would_do_and_writes_nothing() {
     assert!(
         a.contains("3C")
             && a.contains("blocked")
-            && a.contains("no ownership label")
+            && a.contains("without ownership label")
             && a.contains("--adopt would take it over"),
         "{out}"
     );

@@ -322,3 +322,34 @@ fn process_with_client_ca_refuses_a_client_without_a_certificate() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/clients.crt"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--help` is the whole usage: every flag with its default; `--addr` is optional.
+#[test]
+fn help_lists_every_flag_with_addr_optional() {
+    let out = std::process::Command::new(BIN)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("usage: autoregister-testserver [--addr HOST:PORT]"),
+        "{text}"
+    );
+    assert!(text.contains("--addr HOST:PORT         where to listen (default 127.0.0.1:0"));
+    for flag in [
+        "--kubeconfig-out",
+        "--tls-dir",
+        "--client-ca",
+        "--token",
+        "--history",
+        "--no-flow-control",
+        "--kube-apiserver",
+        "--crd-group",
+    ] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(flag)),
+            "{flag} not described:\n{text}"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! The test API server as a process, for the demo and for tools outside the repo.
 //!
 //! ```text
-//! autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR]
+//! autoregister-testserver [--addr 127.0.0.1:PORT] [--kubeconfig-out FILE] [--tls-dir DIR]
 //!                         [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control]
 //!                         [--kube-apiserver [--crd-group GROUP/VERSION]...]
 //! ```
@@ -19,7 +19,34 @@ use std::process::ExitCode;
 
 use autoregister::testserver::TestServer;
 
-const USAGE: &str = "usage: autoregister-testserver --addr 127.0.0.1:PORT [--kubeconfig-out FILE] [--tls-dir DIR] [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
+const USAGE: &str = "\
+usage: autoregister-testserver [--addr HOST:PORT] [--kubeconfig-out FILE] [--tls-dir DIR]
+                               [--client-ca FILE] [--token TOKEN] [--history N]
+                               [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
+
+/// The whole `--help`: what it is, every flag with its default, what it prints.
+const HELP: &str = "\
+autoregister-testserver: an in-process Kubernetes API server (APIServices, Leases, Events,
+Services, ...) for tests, demos and tools; not for production.
+
+flags:
+  --addr HOST:PORT         where to listen (default 127.0.0.1:0, a free port)
+  --kubeconfig-out FILE    write a kubeconfig for it there (default: none)
+  --tls-dir DIR            serve HTTPS, writing the CA to DIR/ca.crt (default: plain HTTP)
+  --client-ca FILE         serve HTTPS and require client certificates signed by this CA
+  --token TOKEN            require this bearer token (default: no authentication)
+  --history N              watch events kept for resuming watches (default 1000)
+  --no-flow-control        leave out the API Priority and Fairness headers (an old or
+                           proxied API server)
+  --kube-apiserver         play kube-apiserver: built-in APIServices and its own
+                           autoregister rules for the kube-aggregator label
+  --crd-group GROUP/VERSION  with --kube-apiserver, a CRD group it keeps registered
+                           (repeatable)
+  -h, --help               this text
+
+Prints its URL as the first line of stdout once it accepts connections, then serves until
+SIGTERM/SIGINT. Faults, the request log and seeding are under /_testserver/.
+Exit codes: 0 stopped by a signal, 1 cannot serve, 2 bad usage.";
 
 struct Args {
     addr: String,
@@ -67,7 +94,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
                 }
             }
             Long("help") | Short('h') => {
-                println!("{USAGE}");
+                // A closed stdout (`--help | head -1`) is no error worth a panic.
+                let _ = writeln!(std::io::stdout(), "{USAGE}\n\n{HELP}");
                 std::process::exit(0);
             }
             _ => return Err(arg.unexpected()),

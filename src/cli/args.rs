@@ -1,4 +1,4 @@
-//! Command-line parsing (lexopt): `run`, `plan`, `version`.
+//! Command-line parsing (lexopt): `run`, `plan`, `version`, `help`, and their help texts.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,27 +22,30 @@ usage:
                     [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
                     [--leader-elect-retry-period DUR]
                     [--label-key KEY] [--adopt] [--allow-empty] [--withdraw-unavailable DUR]
-                    [--events[=BOOL]]
+                    [--events[=BOOL]] [--log-format text|json]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--as USER] [--as-group G] [--as-uid UID]
                     [--label-key KEY] [--adopt] [--allow-empty] [--timeout DUR]
-                    [--all] [-o text|json] [--dry-run=server|none]
-  autoregister version
+                    [--all] [-o text|json] [--dry-run=server|none] [--log-format text|json]
+  autoregister version | --version | -V
+  autoregister help [COMMAND]
 
 PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
 Durations: 500ms, 30s, 2m, 1h.
 Exit codes: 0 ok, 1 did not converge / runtime failure, 2 bad usage, manifest or kubeconfig.";
 
-/// Every flag with its range and default, printed after [`USAGE`] for `--help`.
-pub const FLAGS: &str = "\
-flags (run and plan):
-  --manifests PATH         required; a file or a directory (not recursive)
+/// The flags `run` and `plan` share, with their ranges and defaults.
+pub const FLAGS: &str = "  --manifests PATH         required; a file or a directory (not recursive)
   --kubeconfig FILE        default: $KUBECONFIG, else ~/.kube/config, else in-cluster
   --context NAME           default: the kubeconfig's current-context
-  --server URL             overrides the kubeconfig's server
-  --as USER                act as USER (impersonation; the kubeconfig user's `as`)
-  --as-group GROUP         act with GROUP too (repeatable; needs --as)
-  --as-uid UID             act with UID (needs --as)
+  --server URL             overrides the kubeconfig's server (default: the kubeconfig's);
+                           a bare HOST:PORT gets https:// when TLS is configured, else
+                           http://, as with kubectl
+  --as USER                act as USER (impersonation; default: the kubeconfig user's
+                           `as`, else none)
+  --as-group GROUP         act with GROUP too, repeatable; needs --as (default: the
+                           user's `as-groups`)
+  --as-uid UID             act with UID; needs --as (default: the user's `as-uid`)
   --qps F                  client-side requests/s, >= 0; 0 = off (default: none against a
                            server with API Priority and Fairness, else 50)
   --burst N                client-side burst, >= 1 (default 100)
@@ -54,8 +57,11 @@ flags (run and plan):
                            (default: off)
   --timeout DUR            run --once: give up converging after it (default 60s);
                            plan: give up after it (default 30s)
-flags (run only):
-  --once                   converge once and exit 0, or exit 1 after --timeout
+  --log-format FORMAT      text or json: one JSON object per line (default text)";
+
+/// The flags of `run` alone, with their ranges and defaults.
+pub const RUN_FLAGS: &str =
+    "  --once                   converge once and exit 0, or exit 1 after --timeout (default: off)
   --wait-available         with --once: also wait (within --timeout) until every desired
                            APIService backed by a service is Available (default: off)
   --withdraw-unavailable DUR
@@ -67,21 +73,81 @@ flags (run only):
   --resync DUR             re-deliver every cached object this often, >= 1s; 0 = never (default)
   --relist DUR             list everything from the server again this often (default 10m;
                            0 = never): catches changes a watch missed, e.g. a restored server
-  --health-addr ADDR       serve /healthz, /readyz, /metrics on HOST:PORT or :PORT (default: off)
+  --health-addr ADDR       serve /livez, /healthz, /readyz, /metrics on HOST:PORT or :PORT
+                           (default: off)
   --leader-elect           run only while holding the Lease (default: off)
   --lease-namespace NS     default kube-system
   --lease-name NAME        default autoregister
   --leader-elect-lease-duration DUR   default 15s; > renew deadline
   --leader-elect-renew-deadline DUR   default 10s; > 1.2 x retry period
   --leader-elect-retry-period DUR     default 2s
-  --events[=BOOL]          record Kubernetes Events on the APIServices (default true)
-flags (plan only):
-  --all                    list every APIService, also those not ours (default: one line
+  --events[=BOOL]          record Kubernetes Events on the APIServices (default true)";
+
+/// The flags only `plan` takes.
+pub const PLAN_FLAGS: &str =
+    "  --all                    list every APIService, also those not ours (default: one line
                            counting them)
   -o, --output FORMAT      text or json (default text)
-  --dry-run=MODE           server: send each planned write with dryRun=All and report what
+  --dry-run MODE           server: send each planned write with dryRun=All and report what
                            the server refuses; none: no requests but the list (for read-only
-                           credentials). Default server";
+                           credentials) (default server)";
+
+/// What every command's help ends with: flag forms, environment, exit codes.
+const HELP_FOOTER: &str = "\
+Every flag takes its value as --flag VALUE or --flag=VALUE; a boolean flag alone means
+true, or takes true/false (--events false, --adopt=true).
+PATH is a file or a directory of *.yaml, *.yml, *.json APIService manifests.
+Durations: 500ms, 30s, 2m, 1h.
+
+environment:
+  RUST_LOG     what to log to stderr (default info): error, warn, info, debug, trace, or
+               per module, e.g. autoregister=debug,ureq=info; an invalid value is warned about
+  KUBECONFIG   kubeconfig files (colon-separated, merged) when --kubeconfig is not given
+
+exit codes:
+  0  ok: converged (--once), planned (plan), or stopped by SIGTERM/SIGINT (without --once)
+  1  did not converge (--once: by --timeout, or a signal came first), leadership lost,
+     a second signal, or a runtime failure
+  2  bad usage, a bad manifest or a bad kubeconfig (the message names the file)";
+
+/// One line per command, for `autoregister --help`.
+const COMMANDS: &str = "\
+commands:
+  run       keep the APIServices of --manifests registered (--once: converge and exit)
+  plan      print what `run` would do to each APIService, writing nothing
+  version   print the version, git commit and build target
+  help      print a command's help: autoregister help [COMMAND]";
+
+/// The help text of `topic` (`None`: the whole program), or an error for an unknown one.
+pub fn help(topic: Option<&str>) -> Result<String, String> {
+    Ok(match topic {
+        None => format!(
+            "autoregister: keeps a declared set of Kubernetes APIService objects registered.\n\n\
+             {USAGE}\n\n{COMMANDS}\n\n\
+             `autoregister COMMAND --help` lists a command's flags with their defaults.\n\n\
+             {HELP_FOOTER}"
+        ),
+        Some("run") => format!(
+            "autoregister run: keeps the APIServices of --manifests registered, re-reading it when\n\
+             it changes; with --once, converges once and exits.\n\n\
+             usage:\n  autoregister run --manifests PATH [flags]\n\n\
+             flags:\n{FLAGS}\n{RUN_FLAGS}\n\n{HELP_FOOTER}"
+        ),
+        Some("plan") => format!(
+            "autoregister plan: prints, for every APIService involved, its table cell and what\n\
+             `run` would do; writes nothing.\n\n\
+             usage:\n  autoregister plan --manifests PATH [flags]\n\n\
+             flags:\n{FLAGS}\n{PLAN_FLAGS}\n\n{HELP_FOOTER}"
+        ),
+        Some("version") => "autoregister version: prints the version, the git commit and the \
+                            build target.\n\nusage:\n  autoregister version | --version | -V"
+            .to_string(),
+        Some("help") => "autoregister help: prints the help of a command, or of the program.\n\n\
+                         usage:\n  autoregister help [COMMAND]"
+            .to_string(),
+        Some(other) => return Err(format!("unknown command {other:?}")),
+    })
+}
 
 /// A parsed command line.
 #[derive(Debug)]
@@ -92,8 +158,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Print the version.
     Version,
-    /// Print usage.
-    Help,
+    /// Print the help of a command (`None`: of the program).
+    Help(Option<String>),
 }
 
 /// How to reach the API server.
@@ -198,6 +264,8 @@ pub struct RunArgs {
     pub ownership: OwnershipArgs,
     /// Connection flags.
     pub kube: KubeArgs,
+    /// `--log-format`.
+    pub log_format: LogFormat,
 }
 
 /// `plan -o`.
@@ -226,6 +294,43 @@ pub struct PlanArgs {
     pub ownership: OwnershipArgs,
     /// Connection flags.
     pub kube: KubeArgs,
+    /// `--log-format`.
+    pub log_format: LogFormat,
+}
+
+/// `--log-format`: how log lines are written to stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `TIME LEVEL message`, for people.
+    #[default]
+    Text,
+    /// One JSON object per line, for log pipelines.
+    Json,
+}
+
+impl LogFormat {
+    fn parse(v: &str) -> Result<LogFormat, String> {
+        match v {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("--log-format takes text or json, got {v:?}")),
+        }
+    }
+}
+
+/// `help [COMMAND]`: the command named must exist.
+fn help_command(parser: &mut lexopt::Parser) -> Result<Command, String> {
+    use lexopt::prelude::*;
+    let topic = match parser.next().map_err(|e| e.to_string())? {
+        None => None,
+        Some(Value(v)) => Some(v.string().map_err(|e| e.to_string())?),
+        Some(other) => return Err(other.unexpected().to_string()),
+    };
+    if let Some(extra) = parser.next().map_err(|e| e.to_string())? {
+        return Err(extra.unexpected().to_string());
+    }
+    help(topic.as_deref())?;
+    Ok(Command::Help(topic))
 }
 
 /// Parses `args` (without the program name).
@@ -234,10 +339,13 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut parser = lexopt::Parser::from_args(args);
     let sub = match parser.next().map_err(|e| e.to_string())? {
         Some(Value(v)) => v.string().map_err(|e| e.to_string())?,
-        Some(Long("help") | Short('h')) | None => return Ok(Command::Help),
-        Some(Long("version")) => return Ok(Command::Version),
+        Some(Long("help") | Short('h')) | None => return Ok(Command::Help(None)),
+        Some(Long("version") | Short('V')) => return Ok(Command::Version),
         Some(other) => return Err(other.unexpected().to_string()),
     };
+    if sub == "help" {
+        return help_command(&mut parser);
+    }
     if !matches!(sub.as_str(), "run" | "plan" | "version") {
         return Err(format!("unknown command {sub:?}"));
     }
@@ -257,6 +365,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut lease_name = "autoregister".to_string();
     let mut events = true;
     let (mut all, mut output, mut dry_run) = (false, Output::Text, true);
+    let mut log_format = LogFormat::Text;
     let mut kube = KubeArgs::default();
     let mut ownership = OwnershipArgs::default();
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
@@ -275,7 +384,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             }
         };
         match arg {
-            Short('h') | Long("help") => return Ok(Command::Help),
+            Short('h') | Long("help") => return Ok(Command::Help(Some(sub))),
             Long("manifests") if sub != "version" => {
                 manifests = Some(PathBuf::from(value(&mut parser)?))
             }
@@ -287,6 +396,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             Long("as") if sub != "version" => kube.as_user = Some(value(&mut parser)?),
             Long("as-uid") if sub != "version" => kube.as_uid = Some(value(&mut parser)?),
             Long("as-group") if sub != "version" => kube.as_groups.push(value(&mut parser)?),
+            Long("log-format") if sub != "version" => {
+                log_format = LogFormat::parse(&value(&mut parser)?)?;
+            }
             Long("qps") if sub != "version" => {
                 let v = value(&mut parser)?;
                 let q: f32 = v
@@ -319,11 +431,15 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 }
                 ownership.label_key = key;
             }
-            Long("adopt") if sub != "version" => ownership.adopt = true,
-            Long("allow-empty") if sub != "version" => ownership.allow_empty = true,
+            Long("adopt") if sub != "version" => {
+                ownership.adopt = bool_value(&mut parser, "adopt")?
+            }
+            Long("allow-empty") if sub != "version" => {
+                ownership.allow_empty = bool_value(&mut parser, "allow-empty")?
+            }
             Long("all") => {
                 plan_only("all")?;
-                all = true;
+                all = bool_value(&mut parser, "all")?;
             }
             Short('o') | Long("output") => {
                 plan_only("output")?;
@@ -343,7 +459,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             }
             Long("once") => {
                 run_only("once")?;
-                once = true;
+                once = bool_value(&mut parser, "once")?;
             }
             Long("wait-available") => {
                 run_only("wait-available")?;
@@ -398,7 +514,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             }
             Long("leader-elect") => {
                 run_only("leader-elect")?;
-                leader_elect = true;
+                leader_elect = bool_value(&mut parser, "leader-elect")?;
             }
             Long("lease-namespace") => {
                 run_only("lease-namespace")?;
@@ -411,11 +527,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             Long("events") => {
                 run_only("events")?;
                 // `--events` alone means true; `--events=false` turns Events off.
-                events = match parser.optional_value() {
-                    None => true,
-                    Some(v) => parse_bool(&v.to_string_lossy())
-                        .ok_or_else(|| format!("--events takes true or false, got {v:?}"))?,
-                };
+                events = bool_value(&mut parser, "events")?;
             }
             Long(
                 flag @ ("leader-elect-lease-duration"
@@ -470,6 +582,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             leader,
             ownership,
             kube,
+            log_format,
         })
     } else {
         Command::Plan(PlanArgs {
@@ -480,8 +593,18 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             timeout,
             ownership,
             kube,
+            log_format,
         })
     })
+}
+
+/// `--manifests PATH` must exist when a command starts (later, a vanished PATH keeps the
+/// last good set); the message names the flag.
+pub fn check_manifests(path: &std::path::Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("--manifests {}: {e}", path.display())),
+    }
 }
 
 /// Shortest `--resync` accepted (client-go's `minimumResyncPeriod`).
@@ -514,6 +637,20 @@ fn parse_bool(v: &str) -> Option<bool> {
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
         _ => None,
     }
+}
+
+/// A boolean flag's value: `--flag` alone is true; `--flag=BOOL` and `--flag BOOL` (a
+/// following word that reads as a boolean, there being no positional arguments) set it.
+fn bool_value(parser: &mut lexopt::Parser, flag: &str) -> Result<bool, String> {
+    let bad = |v: &std::ffi::OsStr| format!("--{flag} takes true or false, got {v:?}");
+    if let Some(v) = parser.optional_value() {
+        return parse_bool(&v.to_string_lossy()).ok_or_else(|| bad(&v));
+    }
+    let mut raw = parser.raw_args().map_err(|e| e.to_string())?;
+    let next = raw.next_if(|a| a.to_str().and_then(parse_bool).is_some());
+    Ok(next
+        .and_then(|v| v.to_str().and_then(parse_bool))
+        .unwrap_or(true))
 }
 
 fn value(parser: &mut lexopt::Parser) -> Result<String, String> {
@@ -692,7 +829,45 @@ mod tests {
     #[test]
     fn version_and_help() {
         assert!(matches!(p("version"), Ok(Command::Version)));
-        assert!(matches!(p("--help"), Ok(Command::Help)));
-        assert!(matches!(p(""), Ok(Command::Help)));
+        assert!(matches!(p("-V"), Ok(Command::Version)));
+        assert!(matches!(p("--version"), Ok(Command::Version)));
+        assert!(matches!(p("--help"), Ok(Command::Help(None))));
+        assert!(matches!(p(""), Ok(Command::Help(None))));
+        assert!(matches!(p("help"), Ok(Command::Help(None))));
+        assert!(matches!(p("help run"), Ok(Command::Help(Some(t))) if t == "run"));
+        assert!(matches!(p("plan --manifests m -h"), Ok(Command::Help(Some(t))) if t == "plan"));
+        assert!(p("help bogus").unwrap_err().contains("unknown command"));
+        assert!(p("help run plan").is_err());
+    }
+
+    #[test]
+    fn every_flag_takes_both_forms_and_booleans_take_a_value() {
+        let r = |s: &str| match p(s) {
+            Ok(Command::Run(r)) => r,
+            other => panic!("{s}: {other:?}"),
+        };
+        assert!(!r("run --manifests m --events false").events);
+        assert!(!r("run --manifests m --events=false").events);
+        assert!(r("run --manifests m --events true").events);
+        let a = r("run --manifests m --adopt true --once=false --allow-empty 1 --leader-elect f");
+        assert!(a.ownership.adopt && !a.once && a.ownership.allow_empty && !a.leader_elect);
+        // A flag after a boolean is a flag, not its value.
+        let a = r("run --manifests m --events --once");
+        assert!(a.events && a.once);
+        assert_eq!(r("run --manifests=m --workers=3").workers, 3);
+        assert_eq!(r("run --manifests m --workers 3").workers, 3);
+        assert_eq!(r("run --manifests m").log_format, LogFormat::Text);
+        assert_eq!(
+            r("run --manifests m --log-format json").log_format,
+            LogFormat::Json
+        );
+        assert_eq!(
+            r("run --manifests m --log-format=text").log_format,
+            LogFormat::Text
+        );
+        assert!(p("run --manifests m --log-format xml")
+            .unwrap_err()
+            .contains("text or json"));
+        assert!(p("run --manifests m --adopt maybe").is_err());
     }
 }

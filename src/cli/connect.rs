@@ -19,7 +19,10 @@ pub fn client(kube: &KubeArgs) -> Result<Client, Failure> {
             extra: Vec::new(),
         },
     };
-    let mut config = Config::infer(&opts).map_err(|e| Failure::usage([e]))?;
+    // A bare `--server host:port` gets its scheme now, so the log names the real URL.
+    let mut config = Config::infer(&opts)
+        .map_err(|e| Failure::usage([e]))?
+        .with_default_scheme();
     let (qps, burst) = kube.limits();
     config.qps = qps;
     config.burst = burst;

@@ -5,6 +5,7 @@ mod available;
 pub mod connect;
 pub mod duration;
 pub mod logging;
+pub mod output;
 pub mod plan;
 pub mod run;
 pub mod signals;

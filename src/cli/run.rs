@@ -1,11 +1,12 @@
 //! `autoregister run`: keep the manifests' APIServices registered until stopped (or converged, with `--once`).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use autoregister::api::Lease;
-use autoregister::client::{Api, Client};
+use autoregister::client::Api;
 use autoregister::controller::decision::{Desired, SyncMode};
 use autoregister::controller::manifests::{Poll, Reloaded, Reloader};
 use autoregister::controller::{
@@ -17,6 +18,7 @@ use autoregister::runtime::leader::{
     default_identity, LeaderCallbacks, LeaderElector, LeaderHandle, LeaderMetrics,
 };
 use autoregister::runtime::liveness::Heartbeat;
+use autoregister::text;
 use crossbeam_channel::{never, select, tick, Receiver};
 use log::{error, info, warn};
 
@@ -93,6 +95,15 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         .then(|| LeaderMetrics::new(args.lease_name.clone()));
     // The signal thread stops the controller itself: no write after the signal, even
     // while this thread is busy elsewhere.
+    let signalled = signals::stop_flag()
+        .map_err(|e| Failure::failed(format!("cannot install signal handlers: {e}")))?;
+    {
+        let signalled = signalled.clone();
+        controller.set_write_gate(move || match signalled.load(Ordering::Relaxed) {
+            true => Err("stopping: a signal was received".into()),
+            false => Ok(()),
+        });
+    }
     let stop = {
         let c = controller.clone();
         signals::stop_channel(move || c.stop())
@@ -143,8 +154,11 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         // Asked right before every write: judged on the clock, so a leader frozen past its
         // renew deadline writes nothing when it resumes, before its elector even notices.
         let h = handle.clone();
+        let signalled = signalled.clone();
         controller.set_write_gate(move || {
-            if h.is_leader() {
+            if signalled.load(Ordering::Relaxed) {
+                Err("stopping: a signal was received".into())
+            } else if h.is_leader() {
                 Ok(())
             } else {
                 Err("not leading: no renewal within the renew deadline".into())
@@ -162,9 +176,9 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     apply(&controller, &mut applied, loaded.desired);
     controller.start();
     info!(
-        "started: {} desired APIServices, {} workers",
-        applied.len(),
-        args.workers
+        "started: {}, {}",
+        text::count(applied.len(), "desired APIService"),
+        text::count(args.workers, "worker")
     );
 
     let end = if args.once {
@@ -219,14 +233,16 @@ fn once(
             }
             let (done, total) = controller.progress();
             error!(
-                "stopped by a signal before converging ({done} of {total} APIServices converged)"
+                "stopped by a signal before converging ({done} of {} converged)",
+                text::count(total, "APIService")
             );
             return End::Signal;
         }
         if stop.try_recv().is_ok() {
             let (done, total) = controller.progress();
             error!(
-                "stopped by a signal before converging ({done} of {total} APIServices converged)"
+                "stopped by a signal before converging ({done} of {} converged)",
+                text::count(total, "APIService")
             );
             return End::Signal;
         }
@@ -237,7 +253,7 @@ fn once(
         match result {
             Ok(()) => {
                 let (_, total) = controller.progress();
-                info!("converged: {total} APIServices");
+                info!("converged: {}", text::count(total, "APIService"));
                 if args.wait_available {
                     match super::available::wait(controller, deadline) {
                         super::available::Available::Yes => {}
@@ -253,10 +269,11 @@ fn once(
                 return End::Converged;
             }
             Err(pending) if !pending.is_empty() && pending.iter().all(|p| p.blocked) => {
+                let n = pending.len();
                 error!(
-                    "not converged: {} APIServices will not converge by waiting (not ours to \
-                     write, or refused by the server):",
-                    pending.len()
+                    "not converged: {} will not converge by waiting (not ours to write, or \
+                     refused by the server):",
+                    text::count(n, "APIService")
                 );
                 for line in by_cause(&pending) {
                     error!("  {line}");
@@ -274,7 +291,10 @@ fn once(
         }
         if Instant::now() >= next_progress {
             let (done, total) = controller.progress();
-            info!("converging: {done} of {total} APIServices converged");
+            info!(
+                "converging: {done} of {} converged",
+                text::count(total, "APIService")
+            );
             next_progress = deadline_after(Instant::now(), PROGRESS_EVERY);
         }
     }
@@ -290,8 +310,9 @@ fn report_timeout(timeout: Duration, controller: &Controller, pending: &[Pending
         .filter(|p| p.reason != NOT_SYNCED_YET)
         .count();
     error!(
-        "did not converge within {timeout:?}: {done} of {total} APIServices converged, \
-         {failed} failed, {} not synced yet",
+        "did not converge within {}: {done} of {} converged, {failed} failed, {} not synced yet",
+        text::duration(timeout),
+        text::count(total, "APIService"),
         pending.len() - failed
     );
     for line in by_cause(pending) {
@@ -379,8 +400,11 @@ fn become_leader(
     until: Option<Instant>,
 ) -> Result<Result<Arc<LeaderHandle>, End>, Failure> {
     // Its own client (rate limiter, connections), as client-go-based controllers do:
-    // renewals must not queue behind the controller's writes.
-    let lease_client = Client::new(controller.client().config().clone())
+    // renewals must not queue behind the controller's writes. The controller's client
+    // logs the rate-limit choice; this one does not repeat it.
+    let lease_client = controller
+        .client()
+        .sibling()
         .map_err(|e| Failure::failed(format!("cannot build the leader-election client: {e}")))?;
     // Losing leadership stops the controller on the elector's thread, before anything else
     // hears of it (the write gate has closed already).
@@ -403,8 +427,8 @@ fn become_leader(
     let lease = format!("{}/{}", args.lease_namespace, args.lease_name);
     info!("leader election: waiting for lease {lease} as {identity}");
     loop {
+        // The elector logs "leading as" once it acquires the lease.
         if handle.wait_until_leader(LEADER_WAIT_SLICE) {
-            info!("leader election: leading as {identity}");
             return Ok(Ok(handle));
         }
         if stop.try_recv().is_ok() {
@@ -416,7 +440,10 @@ fn become_leader(
                 Some(holder) => format!("still waiting for the lease {lease} held by {holder}"),
                 None => format!("still waiting for the lease {lease} (no holder seen yet)"),
             };
-            error!("did not converge within {:?}: {why}", args.timeout);
+            error!(
+                "did not converge within {}: {why}",
+                text::duration(args.timeout)
+            );
             handle.release_and_stop();
             return Ok(Err(End::TimedOut));
         }

@@ -1,10 +1,24 @@
 //! SIGTERM/SIGINT delivered to a channel, with no async runtime.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 use crossbeam_channel::Receiver;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use super::exit;
+
+/// A flag set by the signal handler itself the moment SIGTERM/SIGINT arrives: the write
+/// gate reads it, so no write leaves after the signal even while the signal thread waits
+/// for a core on a loaded machine (it was seen to run 60-170 ms late).
+pub fn stop_flag() -> std::io::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [SIGTERM, SIGINT] {
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+    Ok(flag)
+}
 
 /// A channel that receives the first SIGTERM/SIGINT. `on_first` runs on the signal thread
 /// before the message is sent, so the controller stops writing at once, whatever the main

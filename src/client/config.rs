@@ -178,6 +178,21 @@ fn default_user_agent() -> String {
     }
 }
 
+impl Config {
+    /// This configuration with a scheme on a server given as a bare `host:port`, as
+    /// client-go's `DefaultServerURL` (so kubectl) chooses it: `https://` when TLS is
+    /// configured (a CA, a client certificate or insecure-skip-tls-verify), else `http://`.
+    pub fn with_default_scheme(mut self) -> Config {
+        if !self.server.contains("://") {
+            let t = &self.tls;
+            let tls = t.ca_pem.is_some() || t.client_cert_pem.is_some() || t.insecure_skip_verify;
+            let scheme = if tls { "https" } else { "http" };
+            self.server = format!("{scheme}://{}", self.server);
+        }
+        self
+    }
+}
+
 /// Stands in for a secret in `Debug` output, so a logged config never leaks it.
 const REDACTED: &str = "<redacted>";
 
@@ -282,5 +297,28 @@ mod tests {
         });
         let s = format!("{e:?}");
         assert!(!s.contains("sekrit") && s.contains("KEY"), "{s}");
+    }
+
+    #[test]
+    fn a_bare_host_gets_the_scheme_client_go_gives_it() {
+        let bare = Config::new("localhost:6443");
+        assert_eq!(
+            bare.clone().with_default_scheme().server,
+            "http://localhost:6443"
+        );
+        let mut with_ca = bare.clone();
+        with_ca.tls.ca_pem = Some(b"pem".to_vec());
+        assert_eq!(
+            with_ca.with_default_scheme().server,
+            "https://localhost:6443"
+        );
+        let mut insecure = bare;
+        insecure.tls.insecure_skip_verify = true;
+        assert_eq!(
+            insecure.with_default_scheme().server,
+            "https://localhost:6443"
+        );
+        let explicit = Config::new("http://10.0.0.1:8080").with_default_scheme();
+        assert_eq!(explicit.server, "http://10.0.0.1:8080");
     }
 }

@@ -282,6 +282,20 @@ impl Kubeconfig {
                 )
             })?;
         let mut config = Config::new(written.clone());
+        if !config.server.contains("://") {
+            // A bare host:port: https:// when TLS is configured, as client-go's
+            // DefaultServerURL decides before it loads any credential.
+            let (c, u) = (&cluster.value, user.map(|u| &u.value));
+            let set = |s: &Option<String>| s.as_ref().is_some_and(|s| !s.is_empty());
+            let tls_configured = c.certificate_authority.is_some()
+                || set(&c.certificate_authority_data)
+                || c.insecure_skip_tls_verify == Some(true)
+                || u.is_some_and(|u| {
+                    u.client_certificate.is_some() || set(&u.client_certificate_data)
+                });
+            let scheme = if tls_configured { "https" } else { "http" };
+            config.server = format!("{scheme}://{}", config.server);
+        }
         config.normalize_server();
         let tls = config.is_tls();
         config.tls = cluster_tls(cluster_name, cluster, tls)?;

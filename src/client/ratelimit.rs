@@ -37,21 +37,28 @@ pub(crate) struct RequestLimiter {
     mode: AtomicU8,
     qps: f32,
     burst: u32,
+    /// Whether the choice is logged (once per process: a second client stays quiet).
+    announce: bool,
 }
 
 impl RequestLimiter {
-    /// The limiter `config` asks for; logs the choice when it is already made (explicit limits).
-    pub(crate) fn new(config: &Config) -> Self {
+    /// The limiter `config` asks for; logs the choice when it is already made (explicit
+    /// limits) and `announce` says so.
+    pub(crate) fn new(config: &Config, announce: bool) -> Self {
         let bucket = TokenBucket::new(f64::from(config.qps), config.burst, Instant::now());
         let mode = if bucket.is_unlimited() {
-            log::info!("client-side rate limit: off (qps 0)");
+            if announce {
+                log::info!("client-side rate limit: off (qps 0)");
+            }
             OFF
         } else if !config.detect_flow_control {
-            log::info!(
-                "client-side rate limit: {} QPS, burst {} (set explicitly)",
-                config.qps,
-                config.burst.max(1)
-            );
+            if announce {
+                log::info!(
+                    "client-side rate limit: {} QPS, burst {} (set explicitly)",
+                    config.qps,
+                    config.burst.max(1)
+                );
+            }
             LIMITED
         } else {
             UNDECIDED
@@ -61,6 +68,7 @@ impl RequestLimiter {
             mode: AtomicU8::new(mode),
             qps: config.qps,
             burst: config.burst.max(1),
+            announce,
         }
     }
 
@@ -100,6 +108,7 @@ impl RequestLimiter {
             .mode
             .compare_exchange(UNDECIDED, next, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
+            && self.announce
         {
             if flow_control {
                 log::info!(
@@ -144,7 +153,7 @@ mod tests {
 
     #[test]
     fn flow_control_headers_turn_the_limit_off() {
-        let l = RequestLimiter::new(&config(50.0, true));
+        let l = RequestLimiter::new(&config(50.0, true), true);
         assert!(l.is_limited(), "before any answer the bucket applies");
         l.observe(&apf_headers());
         assert!(!l.is_limited());
@@ -152,7 +161,7 @@ mod tests {
 
     #[test]
     fn an_answer_without_the_headers_keeps_the_bucket_for_good() {
-        let l = RequestLimiter::new(&config(50.0, true));
+        let l = RequestLimiter::new(&config(50.0, true), true);
         l.observe(&HeaderMap::new());
         assert!(l.is_limited());
         // The first answer decided; a later one with the headers does not change it.
@@ -162,7 +171,7 @@ mod tests {
 
     #[test]
     fn explicit_limits_ignore_the_headers() {
-        let l = RequestLimiter::new(&config(5.0, false));
+        let l = RequestLimiter::new(&config(5.0, false), true);
         l.observe(&apf_headers());
         assert!(l.is_limited());
     }
@@ -170,7 +179,7 @@ mod tests {
     #[test]
     fn qps_zero_is_off_whatever_the_server_says() {
         for detect in [true, false] {
-            let l = RequestLimiter::new(&config(0.0, detect));
+            let l = RequestLimiter::new(&config(0.0, detect), true);
             assert!(!l.is_limited());
             l.observe(&HeaderMap::new());
             assert!(!l.is_limited());
@@ -181,7 +190,7 @@ mod tests {
     fn a_cancelled_wait_for_a_token_gives_up() {
         let mut c = config(0.001, false);
         c.burst = 1;
-        let l = RequestLimiter::new(&c);
+        let l = RequestLimiter::new(&c, true);
         assert!(l.acquire(|| false), "the burst is free");
         let started = Instant::now();
         let calls = std::cell::Cell::new(0);
@@ -195,7 +204,7 @@ mod tests {
 
     #[test]
     fn empty_header_values_do_not_count() {
-        let l = RequestLimiter::new(&config(50.0, true));
+        let l = RequestLimiter::new(&config(50.0, true), true);
         let mut h = HeaderMap::new();
         h.insert(FLOW_CONTROL_HEADERS[0], HeaderValue::from_static(""));
         l.observe(&h);

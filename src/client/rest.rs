@@ -91,11 +91,24 @@ impl Verb {
 impl Client {
     /// Builds a client (TLS, credentials, rate limiter) from `config`.
     ///
-    /// Userinfo in the server URL becomes basic auth (see [`Config::normalize_server`]).
-    /// Credentials go only over TLS: toward an `http://` server none is sent (no token,
-    /// password, client certificate or exec plugin run), as client-go loads none, and a
-    /// warning says so.
-    pub fn new(mut config: Config) -> Result<Client, Error> {
+    /// A server given as a bare `host:port` gets a scheme as kubectl gives it (see
+    /// [`Config::with_default_scheme`]); userinfo in the server URL becomes basic auth (see
+    /// [`Config::normalize_server`]). Credentials go only over TLS: toward an `http://`
+    /// server none is sent (no token, password, client certificate or exec plugin run), as
+    /// client-go loads none, and a warning says so.
+    pub fn new(config: Config) -> Result<Client, Error> {
+        Client::build(config, true)
+    }
+
+    /// A client of the same configuration with its own connections and rate limiter (so
+    /// its requests never queue behind this one's), which does not log the rate-limit
+    /// choice again: this client has (the Events client).
+    pub fn sibling(&self) -> Result<Client, Error> {
+        Client::build(self.inner.config.clone(), false)
+    }
+
+    fn build(config: Config, announce: bool) -> Result<Client, Error> {
+        let mut config = config.with_default_scheme();
         config.normalize_server();
         if !config.is_tls() && config.has_credentials() {
             log::warn!(
@@ -109,7 +122,7 @@ impl Client {
         }
         let transport = Transport::new(&config)?;
         let auth = Authenticator::new(&config)?;
-        let limiter = RequestLimiter::new(&config);
+        let limiter = RequestLimiter::new(&config, announce);
         let host = host_label(&config.server);
         let impersonate = config.impersonate.headers();
         for (name, value) in &impersonate {

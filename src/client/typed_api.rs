@@ -100,6 +100,11 @@ impl<K: Resource> Api<K> {
         }
     }
 
+    /// The namespace this handle works in (`None`: a cluster-scoped kind, or all).
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
     /// This handle with a different total time for each non-watch request.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.client = self.client.with_timeout(timeout);

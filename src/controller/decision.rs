@@ -113,7 +113,7 @@ impl fmt::Display for Owner {
             Owner::OtherController { key, value } => {
                 write!(f, "another controller (label {key}={value})")
             }
-            Owner::Unlabelled => f.write_str("no ownership label"),
+            Owner::Unlabelled => f.write_str("an object without ownership label"),
         }
     }
 }
@@ -441,6 +441,10 @@ pub const ONSTART_CREATED_AFTER_START: &str = "onstart object created after star
 pub const ONSTART_ENTRY_SYNCED: &str = "onstart entry already synced";
 /// The reason of the row-5 "once" rule: an onstart object this process has synced.
 pub const ONSTART_OBJECT_SYNCED: &str = "onstart object already synced";
+/// The rule of a desired name held by an object that is not ours whose spec already
+/// matches: nothing to write, but the object is not managed (a manifest change will not
+/// reach it), which `autoregister_unowned_desired_apiservices` counts.
+pub const NOT_OURS_SPEC_MATCHES: &str = "not ours, spec already as desired";
 
 /// The `switch` of `checkAPIService`, case by case in upstream's order.
 fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
@@ -549,7 +553,7 @@ fn not_ours(
         return (Action::Adopt(adopted), "not ours, adopting");
     }
     if curr.spec == desired.object.spec {
-        return (Action::None, "not ours, spec already as desired");
+        return (Action::None, NOT_OURS_SPEC_MATCHES);
     }
     let managers = curr.metadata.field_managers();
     let managers = if managers.is_empty() {
@@ -994,7 +998,10 @@ mod tests {
         let Action::Blocked(why) = &got.action else {
             panic!("expected blocked: {got:?}");
         };
-        assert!(why.contains("no ownership label"), "{why}");
+        assert!(
+            why.contains("held by an object without ownership label"),
+            "{why}"
+        );
         assert!(why.contains("helm"), "{why}");
         assert!(why.contains("--adopt would take it over"), "{why}");
         curr.spec = d.object.spec.clone();

@@ -232,7 +232,7 @@ impl Controller {
         let events = match &options.events_instance {
             // Its own client, so Event writes never queue behind (or delay) the controller's;
             // the same gate and canceller, so none is sent after a stop or a lost lease.
-            Some(instance) => match Client::new(client.config().clone()) {
+            Some(instance) => match client.sibling() {
                 Ok(c) => EventRecorder::new(
                     c.with_canceller(&cancel).with_write_gate(gate.clone()),
                     instance.clone(),
@@ -405,10 +405,9 @@ impl Controller {
             // before the first list could answer.
             let reason = match failing {
                 Some(e) => format!("the APIService cache never synced: {e}"),
-                None => format!(
-                    "the APIService cache had not synced yet: the first list had not answered \
-                     within the {timeout:?} wait"
-                ),
+                None => "the APIService cache had not synced yet: the first list had not \
+                         answered in time"
+                    .to_string(),
             };
             let mut names = inner.state.desired_names();
             names.sort();
@@ -621,7 +620,10 @@ impl Inner {
             }
         }
         let names: HashSet<String> = self.store.keys().into_iter().collect();
-        info!("cache synced: {} APIServices present at start", names.len());
+        info!(
+            "cache synced: {} present at start",
+            crate::text::count(names.len(), "APIService")
+        );
         self.state.record_at_start(names);
         self.state.wake_all();
         let mut workers = Vec::new();

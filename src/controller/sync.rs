@@ -7,8 +7,8 @@ use log::{debug, info, warn};
 
 use super::availability::Availability;
 use super::decision::{
-    decide, Action, Cell, Current, Decision, Facts, Ownership, ONSTART_CREATED_AFTER_START,
-    ONSTART_ENTRY_SYNCED, ONSTART_OBJECT_SYNCED, WITHDRAW_UNAVAILABLE,
+    decide, Action, Cell, Current, Decision, Facts, Ownership, NOT_OURS_SPEC_MATCHES,
+    ONSTART_CREATED_AFTER_START, ONSTART_ENTRY_SYNCED, ONSTART_OBJECT_SYNCED, WITHDRAW_UNAVAILABLE,
 };
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
@@ -189,7 +189,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Action::None | Action::Blocked(_) | Action::Error(_)
     ) {
         if let Err(held) = (cx.may_write)() {
-            debug!("{name} {cell}: write withheld: {held}");
+            debug!(name, cell:% = cell; "{name} {cell}: write withheld: {held}");
             cx.state
                 .record_outcome(name, Outcome::Failed(format!("not written: {held}")));
             return Err(SyncError::Write(Error::Cancelled));
@@ -197,6 +197,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     }
     let (verb, reason, result) = match decision.action {
         Action::None => {
+            if decision.reason == NOT_OURS_SPEC_MATCHES {
+                unowned_but_matching(cx, name, cell, uid.as_deref());
+            }
             let manifest_differs = || {
                 let desired = cx.state.desired(name);
                 let cached = cx.store.get(name);
@@ -224,9 +227,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
                 .state
                 .record_outcome(name, Outcome::Blocked(blocked.clone()))
             {
-                warn!("{name} {cell}: not written ({}): {blocked}", cell.meaning());
+                warn!(name, cell:% = cell, action = "blocked"; "{name} {cell}: not written ({}): {blocked}", cell.meaning());
             } else {
-                debug!("{name} {cell}: still not written: {blocked}");
+                debug!(name, cell:% = cell, action = "blocked"; "{name} {cell}: still not written: {blocked}");
             }
             return Ok(());
         }
@@ -261,7 +264,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     };
     match &result {
         Ok(written_uid) => {
-            info!("{name} {cell} {verb} ({why}): ok");
+            info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}): ok");
             if verb == "create" {
                 cx.state.note_created(name);
             }
@@ -283,12 +286,18 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             }
         }
         // Shutdown cut the request short: not a failure worth a warning.
-        Err(e) if e.is_cancelled() => debug!("{name} {cell} {verb}: cancelled"),
-        Err(e) if e.is_benign() => {
-            info!("{name} {cell} {verb}: {e}; deciding again when the cache catches up")
+        Err(e) if e.is_cancelled() => {
+            debug!(name, cell:% = cell, action = verb; "{name} {cell} {verb}: cancelled")
         }
+        Err(e) if e.is_benign() => info!(
+            name, cell:% = cell, action = verb;
+            "{name} {cell} {verb}: {e}; deciding again when the cache catches up"
+        ),
+        // A refused spec is warned about once, by `rejected` below.
         Err(SyncError::Write(e)) if e.is_invalid() => {}
-        Err(e) => warn!("{name} {cell} {verb} ({why}): failed: {e}"),
+        Err(e) => {
+            warn!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}): failed: {e}")
+        }
     }
     if let (Err(SyncError::Write(e)), Some(fp)) = (&result, fingerprint) {
         if e.is_invalid() {
@@ -407,9 +416,35 @@ fn left_alone(
     };
     match surprising {
         Some(explain) if report.first_notice(name, cell) => {
-            info!("{name} {cell} left alone ({why}): {explain}")
+            info!(name, cell:% = cell, action = "none"; "{name} {cell} left alone ({why}): {explain}")
         }
-        _ => debug!("{name} {cell}: nothing to do ({why})"),
+        _ => debug!(name, cell:% = cell, action = "none"; "{name} {cell}: nothing to do ({why})"),
+    }
+}
+
+/// A desired name held by someone else's object that already has the desired spec: the
+/// case `autoregister_unowned_desired_apiservices` counts. Nothing is written, but a later
+/// manifest change would not reach it, so it is said once at WARN and as a `NotOwned`
+/// Warning Event (repeats are dropped by the recorder's dedup window).
+fn unowned_but_matching(cx: &SyncContext<'_>, name: &str, cell: Cell, uid: Option<&str>) {
+    let Some(obj) = cx.store.get(name) else {
+        return;
+    };
+    let owner = cx.ownership.owner(&obj);
+    let remedy = if owner.adoptable() {
+        "--adopt would take it over in place"
+    } else {
+        "it is never adopted"
+    };
+    let note = format!(
+        "held by {owner}; its spec already matches, so nothing is written, but it is not \
+         managed: a change to the manifest will not reach it ({remedy})"
+    );
+    cx.report
+        .events
+        .record(name, uid, EventReason::NotOwned, &note);
+    if cx.report.first_notice(name, cell) {
+        warn!(name, cell:% = cell, action = "none"; "{name} {cell}: not managed: {note}");
     }
 }
 
@@ -418,13 +453,25 @@ fn is_once_rule(reason: &str) -> bool {
     matches!(reason, ONSTART_ENTRY_SYNCED | ONSTART_OBJECT_SYNCED)
 }
 
-/// Why a decision was taken: the cell's meaning and the rule, formatted only when logged
-/// (most syncs are the no-op answer to a watch event and log nothing).
+/// Why a decision was taken: the cell's meaning and what the rule adds to it, formatted
+/// only when logged (most syncs are the no-op answer to a watch event and log nothing).
+/// A rule's part that only repeats the meaning is left out: `2B` reads `absent, desired
+/// onstart`, not `absent, desired onstart; desired, absent`.
 struct Why(Cell, &'static str);
 
 impl fmt::Display for Why {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}; {}", self.0.meaning(), self.1)
+        let meaning = self.0.meaning();
+        let new: Vec<&str> = self
+            .1
+            .split(", ")
+            .filter(|part| !meaning.contains(part))
+            .collect();
+        if new.is_empty() {
+            f.write_str(&meaning)
+        } else {
+            write!(f, "{meaning}; {}", new.join(", "))
+        }
     }
 }
 
@@ -456,6 +503,24 @@ fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    #[test]
+    fn why_says_each_thing_once() {
+        let why = |cell: &str, rule: &'static str| {
+            let cell: Cell = cell.parse().unwrap();
+            Why(cell, rule).to_string()
+        };
+        assert_eq!(why("2B", "desired, absent"), "absent, desired onstart");
+        assert_eq!(why("3A", "not ours"), "not ours, not desired");
+        assert_eq!(
+            why("6C", "spec differs"),
+            "managed always, desired always; spec differs"
+        );
+        assert_eq!(
+            why("3C", "not ours, spec already as desired"),
+            "not ours, desired always; spec already as desired"
+        );
+    }
 
     use super::*;
     use crate::api::{ObjectMeta, AUTO_MANAGED_ALWAYS};

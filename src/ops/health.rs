@@ -22,9 +22,14 @@ pub(crate) fn readiness(checks: &[(String, ReadyCheck)], verbose: bool) -> Readi
     report(checks, verbose, "readyz")
 }
 
-/// [`readiness`] for `/healthz`'s liveness checks.
-pub(crate) fn liveness(checks: &[(String, ReadyCheck)], verbose: bool) -> Readiness {
-    report(checks, verbose, "healthz")
+/// [`readiness`] for the liveness checks, answered at `/livez` and (older name) `/healthz`;
+/// `endpoint` names which in the verbose report.
+pub(crate) fn liveness(
+    checks: &[(String, ReadyCheck)],
+    verbose: bool,
+    endpoint: &str,
+) -> Readiness {
+    report(checks, verbose, endpoint)
 }
 
 fn report(checks: &[(String, ReadyCheck)], verbose: bool, endpoint: &str) -> Readiness {

@@ -101,7 +101,7 @@ pub fn compose(texts: &[String]) -> String {
             if series.insert(series_key(line).to_string()) {
                 family_mut(&mut order, &mut families, &family_name)
                     .samples
-                    .push(line.to_string());
+                    .push(without_negative_zero(line));
             }
         }
     }
@@ -135,6 +135,17 @@ fn family_mut<'a>(
     families.entry(name.to_string()).or_default()
 }
 
+/// A sample line whose value reads `-0` (a float sum of nothing, a rounding) as `0`:
+/// valid to a parser, but alarming to a person and noise to a diff.
+fn without_negative_zero(line: &str) -> String {
+    match line.rsplit_once(' ') {
+        Some((series, value)) if value.parse::<f64>().is_ok_and(|v| v == 0.0) => {
+            format!("{series} 0")
+        }
+        _ => line.to_string(),
+    }
+}
+
 /// The metric name at the start of a sample line.
 fn sample_name(line: &str) -> &str {
     let end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
@@ -161,6 +172,16 @@ fn series_key(line: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_sample_reads_negative_zero() {
+        let out =
+            compose(&["# TYPE m gauge\nm{a=\"b\"} -0\nm{a=\"c\"} -0.0\nm{a=\"d\"} 2.5\n".into()]);
+        assert_eq!(
+            out,
+            "# TYPE m gauge\nm{a=\"b\"} 0\nm{a=\"c\"} 0\nm{a=\"d\"} 2.5\n"
+        );
+    }
 
     #[test]
     fn two_queues_share_one_header_per_family() {

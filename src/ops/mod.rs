@@ -1,4 +1,4 @@
-//! The operations endpoint: `/healthz`, `/readyz` and `/metrics` over plain HTTP/1.1.
+//! The operations endpoint: `/livez`, `/healthz`, `/readyz` and `/metrics` over plain HTTP/1.1.
 //!
 //! A hand-written, loopback-grade server on `std::net` (a few KB of binary, where a server
 //! crate costs ~190 KB): one accept thread and one short-lived thread per connection, `GET`
@@ -6,14 +6,16 @@
 //! and read/write deadlines, so a slow or hostile client costs one thread for a few seconds
 //! and never a panic. It is meant for probes and a Prometheus scraper, not for the internet.
 //!
-//! - `/healthz`: `200 ok` while every liveness check passes (for a controller: its
+//! - `/livez` (and `/healthz`, its older name, as kube components keep it): `200 ok`
+//!   while every liveness check passes (for a controller: its
 //!   reflector, its manifest watcher and at least one worker are alive and not stuck past
 //!   their bounds), else `503` naming each failed check and why.
 //! - `/readyz`: `200 ok` when every readiness check passes (the controller's cache has synced;
 //!   callers add more, e.g. "is leading"), else `503` naming each failed check and why.
 //!   `?verbose` lists every check.
 //! - `/metrics`: every registered source in the Prometheus text format, merged so each
-//!   metric family has one `HELP`/`TYPE` header.
+//!   metric family has one `HELP`/`TYPE` header, `autoregister_build_info` among them.
+//!   No sample reads `-0`.
 //!
 //! ```no_run
 //! # fn demo(controller: &autoregister::controller::Controller) -> std::io::Result<()> {
@@ -24,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+mod build_info;
 mod health;
 mod metrics;
 mod process;
@@ -31,6 +34,7 @@ mod request;
 mod server;
 mod sources;
 
+pub use build_info::BuildInfo;
 pub use health::ReadyCheck;
 pub use metrics::{compose, MetricsSource, CONTENT_TYPE};
 pub use process::ProcessMetrics;

@@ -63,7 +63,7 @@ struct Conns {
 
 impl OpsServer {
     /// Binds `addr` (`host:port`; `:port` means every IPv4 interface; port 0 picks a free
-    /// port) and serves `/healthz`, `/readyz` and `/metrics` from `sources`.
+    /// port) and serves `/livez`, `/healthz`, `/readyz` and `/metrics` from `sources`.
     pub fn start(addr: &str, sources: OpsSources) -> io::Result<OpsServer> {
         let listener = TcpListener::bind(bind_addr(addr).as_str())?;
         let local = listener.local_addr()?;
@@ -76,7 +76,7 @@ impl OpsServer {
         let accept = thread::Builder::new()
             .name("ops-accept".into())
             .spawn(move || accept_loop(&listener, &s))?;
-        info!("operations endpoint on http://{local} (/healthz, /readyz, /metrics)");
+        info!("operations endpoint on http://{local} (/livez, /healthz, /readyz, /metrics)");
         Ok(OpsServer {
             addr: local,
             shared,
@@ -231,7 +231,10 @@ fn serve(shared: &Shared, mut stream: TcpStream) {
 }
 
 fn route(shared: &Shared, req: &Request) -> Response {
-    let known = matches!(req.path.as_str(), "/healthz" | "/readyz" | "/metrics");
+    let known = matches!(
+        req.path.as_str(),
+        "/livez" | "/healthz" | "/readyz" | "/metrics"
+    );
     if !known {
         return Response::text(404, "404 page not found\n".into()).head_only(&req.method);
     }
@@ -241,15 +244,16 @@ fn route(shared: &Shared, req: &Request) -> Response {
         return r;
     }
     let response = match req.path.as_str() {
-        "/healthz" | "/readyz" => {
+        "/livez" | "/healthz" | "/readyz" => {
             let verbose = req
                 .query
                 .split('&')
                 .any(|p| p == "verbose" || p.starts_with("verbose="));
-            let r = if req.path == "/healthz" {
-                liveness(&shared.sources.health, verbose)
-            } else {
+            let r = if req.path == "/readyz" {
                 readiness(&shared.sources.checks, verbose)
+            } else {
+                // As kube components: `/livez`, and `/healthz` (deprecated there) the same.
+                liveness(&shared.sources.health, verbose, &req.path[1..])
             };
             Response::text(if r.ready { 200 } else { 503 }, r.body)
         }

@@ -11,7 +11,7 @@ use crate::controller::Controller;
 pub struct OpsSources {
     pub(crate) metrics: Vec<Arc<dyn MetricsSource>>,
     pub(crate) checks: Vec<(String, ReadyCheck)>,
-    /// Liveness checks for `/healthz`.
+    /// Liveness checks for `/livez` and `/healthz`.
     pub(crate) health: Vec<(String, ReadyCheck)>,
 }
 
@@ -34,6 +34,7 @@ impl OpsSources {
             .metrics(controller.queue_metrics())
             .metrics(controller.client().metrics().clone())
             .metrics(Arc::new(super::ProcessMetrics))
+            .metrics(Arc::new(super::BuildInfo))
             .readiness_check("apiservice-cache-synced", move || {
                 // A controller not started yet (a standby waiting for leadership) has no
                 // cache to wait for; it is ready to take over.
@@ -51,7 +52,7 @@ impl OpsSources {
         self
     }
 
-    /// Adds a named liveness check to `/healthz`: `503` naming it and its reason while it
+    /// Adds a named liveness check to `/livez` and `/healthz`: `503` naming it and its reason while it
     /// fails (a thread the process needs has died or is stuck), so the kubelet restarts us.
     pub fn health_check(
         mut self,

@@ -19,29 +19,31 @@ pub(crate) fn version() -> Value {
     })
 }
 
-/// `/api`: the core group's versions (`v1` when some core kind is served).
+/// `/api`: the core group's versions (v1: Services, and a read-only view of Events).
 pub(crate) fn core_versions(addr: &str) -> Value {
-    // Advertising v1 with an empty resource list makes kubectl report "received empty
-    // response for: v1" on every discovery: v1 only when it has resources.
-    let versions: Vec<&str> = if KINDS.iter().any(|k| k.group.is_empty()) {
-        vec!["v1"]
-    } else {
-        Vec::new()
-    };
     json!({
         "kind": "APIVersions",
-        "versions": versions,
+        "versions": ["v1"],
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}]
     })
 }
 
-/// `/api/v1`: the core kinds served.
+/// `/api/v1`: the core kinds served, and Events (the `events.k8s.io/v1` ones read as
+/// `core/v1`, get and list only).
 pub(crate) fn core_resources() -> Value {
-    let resources: Vec<Value> = KINDS
+    let mut resources: Vec<Value> = KINDS
         .iter()
         .filter(|k| k.group.is_empty())
         .flat_map(resource_doc)
         .collect();
+    resources.push(json!({
+        "name": "events",
+        "singularName": "event",
+        "namespaced": true,
+        "kind": "Event",
+        "verbs": ["get", "list"],
+        "shortNames": ["ev"],
+    }));
     json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": resources})
 }
 

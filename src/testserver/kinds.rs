@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use super::errors::FieldError;
 use super::event_validation;
+use super::selector::{metadata_fields, FieldPath};
 use super::validation;
 
 /// Validation hook: `Err` is a decode failure (400), `Ok(errors)` field errors (422 when any).
@@ -27,6 +28,8 @@ pub(crate) struct Kind {
     /// Undeclared fields of a body, for `fieldValidation=Strict`; unknown fields are otherwise
     /// stored and returned as given.
     pub(crate) unknown_fields: fn(&Value) -> Vec<String>,
+    /// The field selector labels it supports, resolved into the stored object.
+    pub(crate) fields: FieldPath,
 }
 
 impl Kind {
@@ -60,6 +63,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: validation::default_apiservice,
         validate: validation::validate_apiservice,
         unknown_fields: validation::unknown_apiservice_fields,
+        fields: metadata_fields,
     },
     Kind {
         group: "coordination.k8s.io",
@@ -74,6 +78,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: |_| {},
         validate: validation::validate_lease,
         unknown_fields: |_| Vec::new(),
+        fields: metadata_fields,
     },
     Kind {
         group: "events.k8s.io",
@@ -88,6 +93,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: |_| {},
         validate: event_validation::validate_event,
         unknown_fields: |_| Vec::new(),
+        fields: super::core_events::event_fields,
     },
     // Read by kube-aggregator's availability check (kube-apiserver mode) and by the
     // controller's backend watch; stored as given, no validation beyond the type.
@@ -104,6 +110,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: |_| {},
         validate: |_| Ok(Vec::new()),
         unknown_fields: |_| Vec::new(),
+        fields: metadata_fields,
     },
     Kind {
         group: "discovery.k8s.io",
@@ -118,6 +125,7 @@ pub(crate) static KINDS: &[Kind] = &[
         default: |_| {},
         validate: |_| Ok(Vec::new()),
         unknown_fields: |_| Vec::new(),
+        fields: metadata_fields,
     },
 ];
 

@@ -104,6 +104,7 @@ fn options_kind(kind: &'static str) -> Kind {
         default: |_| {},
         validate: |_| Ok(Vec::new()),
         unknown_fields: |_| Vec::new(),
+        fields: super::selector::metadata_fields,
     }
 }
 

@@ -23,6 +23,10 @@
 //!   `/openapi/v2` is 404, so kubectl before 1.29 needs `apply --validate=false`.
 //! - Lists are JSON; kubectl's `as=Table` request gets the plain list and kubectl falls back
 //!   to NAME/AGE columns.
+//! - Events written through `events.k8s.io/v1` also read through `core/v1` (get and list,
+//!   with kube-apiserver's `involvedObject.*`, `reason`, `type`, `source` and
+//!   `reportingComponent` field selectors), as kube-apiserver serves one store in both
+//!   versions: `kubectl describe` shows them. Writes and watches are `events.k8s.io/v1` only.
 //! - Every create, update and patch records `metadata.managedFields` as the real server does
 //!   for `Update` operations: one entry per manager (and subresource), updated in place with a
 //!   new time. The manager is the `fieldManager` query parameter, else the User-Agent before
@@ -66,6 +70,7 @@
 
 mod admin;
 mod authz;
+mod core_events;
 mod discovery;
 mod errors;
 mod event_validation;

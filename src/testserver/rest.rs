@@ -76,8 +76,12 @@ pub(crate) fn list(
     ns: Option<&str>,
     req: &Request,
 ) -> Result<Response, ApiErr> {
-    let selector = Selector::parse(req.query("labelSelector"), req.query("fieldSelector"))
-        .map_err(errors::bad_request)?;
+    let selector = Selector::parse_with(
+        req.query("labelSelector"),
+        req.query("fieldSelector"),
+        kind.fields,
+    )
+    .map_err(errors::bad_request)?;
     let limit = match req.query("limit") {
         Some(l) if !l.is_empty() => Some(
             l.parse::<usize>()

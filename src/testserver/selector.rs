@@ -13,16 +13,34 @@ enum Req {
     NotExists(String),
 }
 
-/// A parsed label selector plus the `metadata.name`/`metadata.namespace` field selectors.
+/// Where a field selector's label points in the stored object (a JSON pointer); `None`
+/// for a label the kind does not support (400, as the real server answers).
+pub(crate) type FieldPath = fn(&str) -> Option<&'static str>;
+
+/// The field labels every kind supports: `metadata.name` and `metadata.namespace`.
+pub(crate) fn metadata_fields(label: &str) -> Option<&'static str> {
+    match label {
+        "metadata.name" => Some("/metadata/name"),
+        "metadata.namespace" => Some("/metadata/namespace"),
+        _ => None,
+    }
+}
+
+/// A parsed label selector plus field selectors (each resolved to a JSON pointer).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Selector {
     labels: Vec<Req>,
-    fields: Vec<(String, String, bool)>,
+    fields: Vec<(&'static str, String, bool)>,
 }
 
 impl Selector {
-    /// Parses `labelSelector` and `fieldSelector`; the message says what is wrong.
-    pub(crate) fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, String> {
+    /// Parses `labelSelector` and `fieldSelector`, resolving field labels with `path`; the
+    /// message says what is wrong.
+    pub(crate) fn parse_with(
+        labels: Option<&str>,
+        fields: Option<&str>,
+        path: FieldPath,
+    ) -> Result<Self, String> {
         let mut sel = Selector::default();
         if let Some(l) = labels {
             for part in split_top(l) {
@@ -40,11 +58,9 @@ impl Selector {
                 } else {
                     return Err(format!("invalid field selector {part:?}"));
                 };
-                if !matches!(key.trim(), "metadata.name" | "metadata.namespace") {
-                    return Err(format!("field label not supported: {}", key.trim()));
-                }
-                sel.fields
-                    .push((key.trim().to_string(), value.trim().to_string(), eq));
+                let ptr = path(key.trim())
+                    .ok_or_else(|| format!("field label not supported: {}", key.trim()))?;
+                sel.fields.push((ptr, value.trim().to_string(), eq));
             }
         }
         Ok(sel)
@@ -63,12 +79,8 @@ impl Selector {
             Req::NotExists(k) => label(k).is_none(),
         });
         labels_ok
-            && self.fields.iter().all(|(k, v, eq)| {
-                let ptr = if k == "metadata.name" {
-                    "/metadata/name"
-                } else {
-                    "/metadata/namespace"
-                };
+            && self.fields.iter().all(|(ptr, v, eq)| {
+                // An absent field selects as the empty string, as in the real server.
                 let actual = obj.pointer(ptr).and_then(Value::as_str).unwrap_or("");
                 (actual == v) == *eq
             })
@@ -143,7 +155,11 @@ mod tests {
     #[test]
     fn label_requirements() {
         let o = json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}});
-        let m = |l: &str| Selector::parse(Some(l), None).unwrap().matches(&o);
+        let m = |l: &str| {
+            Selector::parse_with(Some(l), None, metadata_fields)
+                .unwrap()
+                .matches(&o)
+        };
         assert!(m("x=1"));
         assert!(m("x==1,y=2"));
         assert!(!m("x=2"));
@@ -153,16 +169,16 @@ mod tests {
         assert!(m("!z"));
         assert!(m("x in (1,3)"));
         assert!(!m("x notin (1,3)"));
-        assert!(Selector::parse(Some("a b"), None).is_err());
+        assert!(Selector::parse_with(Some("a b"), None, metadata_fields).is_err());
     }
 
     #[test]
     fn field_name() {
         let o = json!({"metadata": {"name": "a"}});
-        let s = Selector::parse(None, Some("metadata.name=a")).unwrap();
+        let s = Selector::parse_with(None, Some("metadata.name=a"), metadata_fields).unwrap();
         assert!(s.matches(&o));
-        let s = Selector::parse(None, Some("metadata.name!=a")).unwrap();
+        let s = Selector::parse_with(None, Some("metadata.name!=a"), metadata_fields).unwrap();
         assert!(!s.matches(&o));
-        assert!(Selector::parse(None, Some("spec.x=1")).is_err());
+        assert!(Selector::parse_with(None, Some("spec.x=1"), metadata_fields).is_err());
     }
 }

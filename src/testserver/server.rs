@@ -17,7 +17,7 @@ use super::http::{self, Conn, Request, Response};
 use super::kinds::{self, Kind};
 use super::requestlog::{RequestLog, RequestRecord};
 use super::store::Store;
-use super::{admin, discovery, managedfields, rest, watch};
+use super::{admin, core_events, discovery, managedfields, rest, watch};
 
 /// State shared by every connection thread.
 pub(crate) struct Shared {
@@ -212,6 +212,11 @@ enum Route {
         name: Option<String>,
         subresource: Option<String>,
     },
+    /// `core/v1` Events: a read-only view of the `events.k8s.io/v1` ones.
+    CoreEvents {
+        namespace: Option<String>,
+        name: Option<String>,
+    },
     NotFound,
 }
 
@@ -229,6 +234,16 @@ fn route(shared: &Shared, path: &str) -> Route {
         ["healthz"] | ["readyz"] | ["livez"] => Route::Public(Value::String("ok".into())),
         ["api"] => Route::Discovery(Some(discovery::core_versions(&addr))),
         ["api", "v1"] => Route::Discovery(Some(discovery::core_resources())),
+        ["api", "v1", "events"] => Route::CoreEvents {
+            namespace: None,
+            name: None,
+        },
+        ["api", "v1", "namespaces", ns, "events", rest @ ..] if rest.len() <= 1 => {
+            Route::CoreEvents {
+                namespace: Some(ns.to_string()),
+                name: rest.first().map(|n| n.to_string()),
+            }
+        }
         ["openapi", "v3"] => Route::Discovery(Some(discovery::openapi_v3_root())),
         ["openapi", "v3", "apis", g, v] => {
             Route::Discovery(discovery::openapi_v3_group_version(g, v))
@@ -393,6 +408,13 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
             }
         }
         Route::NotFound => Err(errors::path_not_found()),
+        Route::CoreEvents { namespace, name } => {
+            rec.verb = verb_of(&req.method, name.is_some(), req.query_bool("watch")).into();
+            rec.resource = Some("events".into());
+            rec.namespace = namespace.clone();
+            rec.name = name.clone();
+            core_events::serve(&shared.store, req, namespace.as_deref(), name.as_deref())
+        }
         Route::Resource {
             kind,
             namespace,
@@ -511,7 +533,7 @@ fn serve_watch(
     mut rec: RequestRecord,
     epoch: u64,
 ) -> io::Result<bool> {
-    let wr = match watch::parse(req) {
+    let wr = match watch::parse(req, kind) {
         Ok(w) => w,
         Err(e) => {
             let mut resp = status_response(&e);

@@ -27,9 +27,13 @@ pub(crate) struct WatchRequest {
 }
 
 /// Parses the watch parameters.
-pub(crate) fn parse(req: &Request) -> Result<WatchRequest, ApiErr> {
-    let selector = Selector::parse(req.query("labelSelector"), req.query("fieldSelector"))
-        .map_err(errors::bad_request)?;
+pub(crate) fn parse(req: &Request, kind: &Kind) -> Result<WatchRequest, ApiErr> {
+    let selector = Selector::parse_with(
+        req.query("labelSelector"),
+        req.query("fieldSelector"),
+        kind.fields,
+    )
+    .map_err(errors::bad_request)?;
     let resource_version = match req.query("resourceVersion") {
         None | Some("") | Some("0") => None,
         Some(v) => Some(

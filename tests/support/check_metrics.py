@@ -1,7 +1,8 @@
 """Parses a Prometheus text exposition from stdin with the reference parser
 (prometheus_client) and prints its families as JSON for the Rust test to check.
 
-Install: python3 -m pip install prometheus-client (.ci/run does).
+`make test` installs prometheus-client into the target dir when python3 lacks it
+(scripts/test-deps.sh).
 """
 import json
 import sys

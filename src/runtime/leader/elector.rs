@@ -47,10 +47,16 @@ impl LeaderElector {
         }
         let (lost_tx, lost_rx) = unbounded();
         let shared = Arc::new(Shared::new(identity.clone(), lost_tx));
+        // Named as kubectl names it everywhere in the log: NAMESPACE/NAME.
+        let label = match api.namespace() {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_string(),
+        };
         let run = Run {
             attempts: api.clone().with_canceller(&shared.cancel),
             api,
             name: name.to_string(),
+            label,
             identity,
             config,
             callbacks,
@@ -75,6 +81,8 @@ struct Run {
     /// For acquire and renew: a stop cancels what is in flight.
     attempts: Api<Lease>,
     name: String,
+    /// `NAMESPACE/NAME`, for log lines.
+    label: String,
     identity: String,
     config: LeaderConfig,
     callbacks: LeaderCallbacks,
@@ -137,8 +145,8 @@ impl Run {
                 self.last_renew = Some(sent);
                 if first {
                     info!(
-                        "leader election: {} acquired lease {}",
-                        self.identity, self.name
+                        "leader election: leading as {} (acquired lease {})",
+                        self.identity, self.label
                     );
                 }
                 let until = deadline_after(sent, self.config.renew_deadline);
@@ -161,7 +169,7 @@ impl Run {
                 } else {
                     "acquire"
                 },
-                self.name
+                self.label
             ),
         }
         let now = Instant::now();
@@ -197,7 +205,7 @@ impl Run {
                 Err(e) if e.is_conflict() || e.is_not_found() => {
                     debug!(
                         "leader election: renewal of {} failed ({e}); re-reading",
-                        self.name
+                        self.label
                     )
                 }
                 Err(e) => return Err(e),
@@ -254,9 +262,9 @@ impl Run {
             }
             (Decision::Wait { holder, until }, _) => {
                 debug!(
-                    "leader election: lease {} held by {holder}; free in {:?} unless renewed",
-                    self.name,
-                    until.saturating_duration_since(Instant::now())
+                    "leader election: lease {} held by {holder}; free in {} unless renewed",
+                    self.label,
+                    crate::text::duration(until.saturating_duration_since(Instant::now()))
                 );
                 Ok(Outcome::NotHolding)
             }
@@ -306,7 +314,10 @@ impl Run {
             changed
         });
         if let (true, Some(h)) = (changed, holder) {
-            info!("leader election: lease {} is held by {h}", self.name);
+            // Our own holding is logged once, as "leading as" when acquired.
+            if h != self.identity {
+                info!("leader election: lease {} is held by {h}", self.label);
+            }
             self.callbacks.new_leader(&h);
         }
     }
@@ -318,7 +329,7 @@ impl Run {
         self.shared.update(|s| s.leading_until = None);
         warn!(
             "leader election: {} lost lease {}: {why}",
-            self.identity, self.name
+            self.identity, self.label
         );
         self.callbacks.stopped();
         // After the hook, so a listener knows it has run. The receiver lives in the handle;
@@ -336,7 +347,7 @@ impl Run {
         if was_leading {
             info!(
                 "leader election: {} stopped leading lease {}",
-                self.identity, self.name
+                self.identity, self.label
             );
             self.callbacks.stopped();
         }
@@ -364,7 +375,7 @@ impl Run {
                 Ok(written) => {
                     info!(
                         "leader election: {} released lease {}",
-                        self.identity, self.name
+                        self.identity, self.label
                     );
                     self.lease = Some(written);
                     return;
@@ -372,12 +383,12 @@ impl Run {
                 Err(e) if e.is_conflict() => match api.get(&self.name) {
                     Ok(current) => self.lease = Some(current),
                     Err(e) => {
-                        warn!("leader election: cannot release lease {}: {e}", self.name);
+                        warn!("leader election: cannot release lease {}: {e}", self.label);
                         return;
                     }
                 },
                 Err(e) => {
-                    warn!("leader election: cannot release lease {}: {e}", self.name);
+                    warn!("leader election: cannot release lease {}: {e}", self.label);
                     return;
                 }
             }

@@ -150,10 +150,10 @@ impl QueueMetrics {
         let now = self.clock.now();
         let (unfinished, longest) = {
             let p = self.processing.lock();
-            let unfinished: f64 = p
-                .iter()
-                .map(|(s, n)| now.saturating_duration_since(*s).as_secs_f64() * f64::from(*n))
-                .sum();
+            // A fold from +0: `sum()` of no items is -0.0, which renders as `-0`.
+            let unfinished: f64 = p.iter().fold(0.0, |acc, (s, n)| {
+                acc + now.saturating_duration_since(*s).as_secs_f64() * f64::from(*n)
+            });
             let longest = p
                 .keys()
                 .next()

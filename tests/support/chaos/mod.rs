@@ -31,6 +31,9 @@ pub struct Outcome {
     pub logs: Vec<String>,
     /// Requests the server logged.
     pub requests: usize,
+    /// The longest time from sending a SIGTERM to the process having stopped on it (its
+    /// log line): how late a loaded machine lets the signal thread run.
+    pub sigterm_lag: Option<Duration>,
 }
 
 /// Runs seed `seed` with `steps` schedule steps.
@@ -74,6 +77,16 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
         .collect();
     world.server.shutdown();
     let timeline = timeline(&world.t);
+    let sigterm_lag = world
+        .t
+        .procs
+        .iter()
+        .filter_map(|p| {
+            check::sigterm_handled(p)?
+                .duration_since(p.terminated?)
+                .ok()
+        })
+        .max();
     Outcome {
         seed,
         violations,
@@ -82,6 +95,7 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
         timeline,
         logs,
         requests: log.len(),
+        sigterm_lag,
     }
 }
 
@@ -119,6 +133,15 @@ fn timeline(t: &world::Timeline) -> Vec<String> {
         let broken = if d.ambiguous { " (a file broken)" } else { "" };
         format!("{} desired{broken}: {}", at(Some(d.at)), specs.join(" "))
     }));
+    for (i, p) in t.procs.iter().enumerate() {
+        if p.terminated.is_some() {
+            lines.push(format!(
+                "{} SIGTERM to process {i} (stopped by {})",
+                at(p.terminated),
+                at(check::sigterm_handled(p))
+            ));
+        }
+    }
     lines.push(format!("{} faults stopped", at(t.faults_stopped)));
     lines.push(format!("{} converged", at(t.converged)));
     if let Some((from, to)) = t.quiet {

@@ -311,7 +311,7 @@ impl World {
             let (code, log) = p.terminate_within(Duration::from_secs(10));
             span.exit_after = at.elapsed().ok();
             span.code = code;
-            if code == Some(1) && lost_lease(&log) && !log.contains("signal SIGTERM received") {
+            if code == Some(1) && lost_lease(&log) && !log.contains(super::check::SIGTERM_HANDLED) {
                 // It was exiting on its own when the signal came: not a SIGTERM exit.
                 span.terminated = None;
             }
