@@ -10,9 +10,14 @@
 //! - converge: from spawning `autoregister run` (not `--once`, so it is still alive to be
 //!   measured) until the server has answered N creates and the controller's watch is open;
 //! - peak RSS (VmHWM) and CPU (utime + stime) of the controller process at that moment;
-//! - idle: the controller with an empty manifest directory, once its watch is open.
+//! - idle: the controller with an empty manifest directory, once its watch is open;
+//! - seat-limited: N creates against a server that serves K requests at once and answers
+//!   the rest 429 with `Retry-After` (as API Priority and Fairness does), with more workers
+//!   than seats: convergence time and 429s per converged name, with the client-wide hold
+//!   after a 429 and without it (`AUTOREGISTER_THROTTLE_WRITES=off`, each write meeting its
+//!   own 429, as before the hold existed), in the same run.
 //!
-//! `cargo bench --features testing --bench controller -- [--rounds R] [--sizes 1000,10000] [--memory 5000]`
+//! `cargo bench --features testing --bench controller -- [--rounds R] [--sizes 1000,10000] [--memory 5000] [--seats K] [--seats-n N]`
 //! `BENCH_BINS=label=path,...` names the binaries (default: the release build);
 //! `BENCH_LOG=FILE` appends the controllers' logs at debug level to FILE (to see where time goes).
 
@@ -32,12 +37,16 @@ fn main() {
     let mut rounds = 3usize;
     let mut sizes = vec![1000usize, 10_000];
     let mut memory_n = 5000usize;
+    let mut seats = SEATS;
+    let mut seats_n = 1000usize;
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(a) = args.next() {
         let mut num = || args.next().and_then(|v| v.parse().ok());
         match a.as_str() {
             "--rounds" => rounds = num().unwrap_or(rounds),
             "--memory" => memory_n = num().unwrap_or(memory_n),
+            "--seats" => seats = num().unwrap_or(seats),
+            "--seats-n" => seats_n = num().unwrap_or(seats_n),
             "--sizes" => {
                 sizes = args
                     .next()
@@ -108,6 +117,8 @@ fn main() {
             }
         }
     }
+    println!();
+    seat_limited_table(&bins, &dir, seats_n, seats, rounds);
     println!();
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).expect("empty manifests dir");
@@ -240,6 +251,16 @@ struct Run {
 }
 
 fn spawn(bin: &str, manifests: &Path, server: &TestServer, flags: &[&str]) -> Child {
+    spawn_env(bin, manifests, server, flags, &[])
+}
+
+fn spawn_env(
+    bin: &str,
+    manifests: &Path,
+    server: &TestServer,
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> Child {
     let log = std::env::var_os("BENCH_LOG").map(|path| {
         std::fs::OpenOptions::new()
             .create(true)
@@ -261,7 +282,8 @@ fn spawn(bin: &str, manifests: &Path, server: &TestServer, flags: &[&str]) -> Ch
         Some(_) => cmd.env("RUST_LOG", "debug"),
         None => cmd.env_remove("RUST_LOG"),
     };
-    cmd.stdout(Stdio::null())
+    cmd.envs(env.iter().copied())
+        .stdout(Stdio::null())
         .stderr(log.map_or_else(Stdio::null, Stdio::from))
         .spawn()
         .expect("spawn the controller")
@@ -313,6 +335,82 @@ fn run_until_converged(bin: &str, manifests: &Path, n: usize, flags: &[&str], ti
         cpu_secs,
         phases,
     }
+}
+
+/// Seats of the seat-limited run: the issue's 3-seat priority level.
+const SEATS: usize = 3;
+/// Workers of the seat-limited run: more than the seats, so writes contend for them.
+const SEAT_WORKERS: usize = 8;
+/// Time each request holds its seat: a real server's write takes milliseconds (etcd).
+const SEAT_LATENCY: Duration = Duration::from_millis(5);
+
+/// The seat-limited table: each binary with the client-wide 429 hold (the default) and
+/// without it, the same round by round.
+fn seat_limited_table(
+    bins: &[(String, String)],
+    dir: &Path,
+    n: usize,
+    seats: usize,
+    rounds: usize,
+) {
+    let manifests = write_manifests(dir, n);
+    println!(
+        "seat-limited server: {seats} seats (API Priority and Fairness), {} ms per request, \
+         `--workers {SEAT_WORKERS}`; median of {rounds} rounds",
+        SEAT_LATENCY.as_millis()
+    );
+    println!();
+    println!("| N | binary | writes after a 429 | converge | 429s | 429s per converged name |");
+    println!("|---|---|---|---|---|---|");
+    for (label, bin) in bins {
+        for (hold, env) in [
+            ("held (default)", &[][..]),
+            (
+                "each meets its own 429",
+                &[("AUTOREGISTER_THROTTLE_WRITES", "off")][..],
+            ),
+        ] {
+            let mut runs: Vec<(Duration, usize)> = (0..rounds)
+                .map(|_| seat_limited_run(bin, &manifests, n, seats, env))
+                .collect();
+            runs.sort();
+            let (converge, rejected) = runs[runs.len() / 2];
+            println!(
+                "| {n} | {label} | {hold} | {:.2} s | {rejected} | {:.2} |",
+                converge.as_secs_f64(),
+                rejected as f64 / n as f64
+            );
+        }
+    }
+}
+
+/// One seat-limited convergence: its time and the 429s the server sent.
+fn seat_limited_run(
+    bin: &str,
+    manifests: &Path,
+    n: usize,
+    seats: usize,
+    env: &[(&str, &str)],
+) -> (Duration, usize) {
+    let server = TestServer::builder()
+        .seat_limit(seats)
+        .start()
+        .expect("test server");
+    server.faults().set_latency(SEAT_LATENCY);
+    let workers = SEAT_WORKERS.to_string();
+    let start = Instant::now();
+    let child = spawn_env(bin, manifests, &server, &["--workers", &workers], env);
+    while server.list_objects("apiservices", None).len() < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "did not converge"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let converge = start.elapsed();
+    let rejected = server.seat_rejections();
+    stop(child);
+    (converge, rejected)
 }
 
 /// RSS (kB) and thread count of a controller with nothing to do, once its watch is open.

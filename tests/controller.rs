@@ -300,12 +300,15 @@ fn removing_a_managed_continuous_entry_deletes_it_with_a_uid_precondition() {
     assert!(uid.is_string());
     h.ctl.remove_api_service_to_sync(name);
     wait_until("a is deleted", || h.stored(name).is_none());
-    let delete = h
-        .server
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "delete" && r.name.as_deref() == Some(name))
-        .unwrap();
+    // The server logs a request after the store has changed: wait for the record too.
+    let logged = || {
+        h.server
+            .requests()
+            .into_iter()
+            .find(|r| r.verb == "delete" && r.name.as_deref() == Some(name))
+    };
+    wait_until("the delete is logged", || logged().is_some());
+    let delete = logged().unwrap();
     assert_eq!(delete.code, 200);
     assert_eq!(delete.body.unwrap()["preconditions"]["uid"], uid);
     // A watch event still in flight may requeue the name before the DELETED event reaches

@@ -346,10 +346,64 @@ fn help_lists_every_flag_with_addr_optional() {
         "--no-flow-control",
         "--kube-apiserver",
         "--crd-group",
+        "--seat-limit",
     ] {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(flag)),
             "{flag} not described:\n{text}"
         );
     }
+}
+
+#[test]
+fn process_with_a_seat_limit_answers_429_with_retry_after_beyond_it() {
+    let mut child = Command::new(BIN)
+        .args(["--addr", "127.0.0.1:0", "--seat-limit", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first.trim().trim_start_matches("http://").to_string();
+    // Each request holds its seat for 2 s: four sent together contend for the one seat.
+    let (status, _) = plain_request(
+        &addr,
+        "POST",
+        "/_testserver/faults",
+        r#"{"latencyMs": 2000}"#,
+    );
+    assert!(status.contains(" 200 "), "{status}");
+    let answers: Vec<(String, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    plain_request(
+                        &addr,
+                        "GET",
+                        "/apis/apiregistration.k8s.io/v1/apiservices",
+                        "",
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let served = answers.iter().filter(|(s, _)| s.contains(" 200 ")).count();
+    let refused: Vec<&String> = answers
+        .iter()
+        .filter(|(s, _)| s.contains(" 429 "))
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(served, 1, "{answers:?}");
+    assert_eq!(refused.len(), 3, "{answers:?}");
+    for body in refused {
+        let status: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(status["reason"], "TooManyRequests", "{body}");
+        assert_eq!(status["details"]["retryAfterSeconds"], 1, "{body}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

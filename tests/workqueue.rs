@@ -349,6 +349,88 @@ fn test_add_after_on_real_clock_earlier_item_wakes_the_timer() {
 }
 
 #[test]
+fn test_a_held_key_waits_for_its_hold_on_a_plain_add() {
+    let (q, clock, _) = manual_queue("hold-add");
+    q.hold("a", ms(50));
+    q.add("a");
+    q.add_after("marker", ms(49));
+    assert!(q.is_empty(), "a plain add of a held key does not queue it");
+    clock.advance(ms(49));
+    assert_eq!(get(&q), Some("marker"));
+    assert!(q.is_empty(), "a is held until 50 ms");
+    clock.advance(ms(1));
+    assert_eq!(get(&q), Some("a"));
+}
+
+#[test]
+fn test_a_longer_hold_moves_it_later_and_a_shorter_one_does_not_shorten_it() {
+    let (q, clock, _) = manual_queue("hold-longer");
+    q.hold("a", ms(50));
+    q.hold("a", ms(100));
+    q.hold("a", ms(10));
+    q.add("a");
+    q.add_after("marker", ms(99));
+    clock.advance(ms(99));
+    assert_eq!(get(&q), Some("marker"));
+    assert!(q.is_empty(), "held until 100 ms");
+    clock.advance(ms(1));
+    assert_eq!(get(&q), Some("a"));
+}
+
+#[test]
+fn test_a_hold_reaches_a_key_already_waiting_or_already_queued() {
+    let (q, clock, _) = manual_queue("hold-existing");
+    // Waiting on the timer for 10 ms, then held until 50 ms.
+    q.add_after("a", ms(10));
+    // Queued before its hold.
+    q.add("b");
+    q.hold("a", ms(50));
+    q.hold("b", ms(30));
+    q.add("marker");
+    assert_eq!(
+        get(&q),
+        Some("marker"),
+        "b, queued before its hold, is not handed out"
+    );
+    q.done(&"marker");
+    clock.advance(ms(10));
+    q.add_after("marker2", ms(1));
+    clock.advance(ms(1));
+    assert_eq!(get(&q), Some("marker2"), "a's 10 ms deadline is held back");
+    clock.advance(ms(19));
+    assert_eq!(get(&q), Some("b"), "b at 30 ms");
+    clock.advance(ms(20));
+    assert_eq!(get(&q), Some("a"), "a at 50 ms");
+}
+
+#[test]
+fn test_a_key_added_while_processing_and_held_is_not_requeued_on_done() {
+    let (q, clock, _) = manual_queue("hold-processing");
+    q.add("a");
+    assert_eq!(get(&q), Some("a"));
+    q.hold("a", ms(40));
+    // A watch event for the name while its write is being answered.
+    q.add("a");
+    q.done(&"a");
+    q.add("marker");
+    assert_eq!(get(&q), Some("marker"));
+    assert!(q.is_empty(), "a waits for its hold");
+    clock.advance(ms(40));
+    assert_eq!(get(&q), Some("a"));
+}
+
+#[test]
+fn test_forget_ends_the_hold() {
+    let (q, _, _) = manual_queue("hold-forget");
+    q.hold("a", ms(1000));
+    assert!(q.held_until(&"a").is_some());
+    q.forget(&"a");
+    assert_eq!(q.held_until(&"a"), None);
+    q.add("a");
+    assert_eq!(q.len(), 1, "a success clears the server's not-before");
+}
+
+#[test]
 fn test_rate_limiting_queue() {
     let (q, clock, _) = manual_queue("ratelimit");
     q.add_rate_limited("one"); // 1 ms

@@ -14,7 +14,7 @@ mod service;
 mod status;
 mod string_map;
 pub mod time;
-pub mod validation;
+pub(crate) mod validation;
 mod watch;
 
 pub use apiservice::{

@@ -3,7 +3,7 @@
 //! ```text
 //! autoregister-testserver [--addr 127.0.0.1:PORT] [--kubeconfig-out FILE] [--tls-dir DIR]
 //!                         [--client-ca FILE] [--token TOKEN] [--history N] [--no-flow-control]
-//!                         [--kube-apiserver [--crd-group GROUP/VERSION]...]
+//!                         [--kube-apiserver [--crd-group GROUP/VERSION]...] [--seat-limit K]
 //! ```
 //!
 //! Prints its URL as the first line of stdout once it accepts connections and serves until
@@ -12,6 +12,8 @@
 //! API server).
 //! `--kube-apiserver` plays kube-apiserver: built-in APIServices and its own autoregister
 //! rules for the kube-aggregator label; `--crd-group` adds a CRD group it keeps registered.
+//! `--seat-limit K` serves at most K API requests at once (watches aside) and answers the
+//! rest `429` with `Retry-After`, as API Priority and Fairness does for a saturated level.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -22,7 +24,8 @@ use autoregister::testserver::TestServer;
 const USAGE: &str = "\
 usage: autoregister-testserver [--addr HOST:PORT] [--kubeconfig-out FILE] [--tls-dir DIR]
                                [--client-ca FILE] [--token TOKEN] [--history N]
-                               [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]";
+                               [--no-flow-control] [--kube-apiserver [--crd-group GROUP/VERSION]...]
+                               [--seat-limit K]";
 
 /// The whole `--help`: what it is, every flag with its default, what it prints.
 const HELP: &str = "\
@@ -42,6 +45,8 @@ flags:
                            autoregister rules for the kube-aggregator label
   --crd-group GROUP/VERSION  with --kube-apiserver, a CRD group it keeps registered
                            (repeatable)
+  --seat-limit K           answer 429 with Retry-After beyond K requests in flight, as
+                           API Priority and Fairness does (default: no limit)
   -h, --help               this text
 
 Prints its URL as the first line of stdout once it accepts connections, then serves until
@@ -58,6 +63,7 @@ struct Args {
     flow_control: bool,
     kube_apiserver: bool,
     crd_groups: Vec<(String, String)>,
+    seat_limit: usize,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -72,6 +78,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         flow_control: true,
         kube_apiserver: false,
         crd_groups: Vec::new(),
+        seat_limit: 0,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -83,6 +90,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("token") => args.token = Some(parser.value()?.string()?),
             Long("history") => args.history = Some(parser.value()?.parse()?),
             Long("no-flow-control") => args.flow_control = false,
+            Long("seat-limit") => args.seat_limit = parser.value()?.parse()?,
             Long("kube-apiserver") => args.kube_apiserver = true,
             Long("crd-group") => {
                 let gv = parser.value()?.string()?;
@@ -129,7 +137,8 @@ fn main() -> ExitCode {
     let mut builder = TestServer::builder()
         .addr(args.addr.clone())
         .tls(args.tls_dir.is_some())
-        .flow_control(args.flow_control);
+        .flow_control(args.flow_control)
+        .seat_limit(args.seat_limit);
 
     if let Some(path) = &args.client_ca {
         match std::fs::read(path) {

@@ -32,6 +32,9 @@ pub struct Config {
     /// Longest run of an exec credential plugin before it is killed (default 30 s); a
     /// request's own timeout bounds it further.
     pub exec_timeout: Duration,
+    /// Hold every write for a 429's `Retry-After` and send no more writes at once than the
+    /// server took (default); `false` lets each request meet its own 429 (for comparisons).
+    pub throttle_writes: bool,
     /// Where this configuration came from, for messages (e.g. `kubeconfig /root/.kube/config, context kind`).
     pub origin: String,
     /// The proxy for every connection (kubeconfig `proxy-url`: http, https or socks5, with
@@ -135,6 +138,7 @@ impl Config {
             timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
             exec_timeout: DEFAULT_EXEC_TIMEOUT,
+            throttle_writes: true,
             origin: "explicit server".to_string(),
             proxy_url: None,
             user_agent: default_user_agent(),

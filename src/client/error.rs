@@ -213,6 +213,13 @@ impl Error {
             Error::Connect(_) | Error::Tls(_) | Error::Timeout(_) | Error::Io(_)
         )
     }
+    /// The server could not be reached: refused or reset connection, failed TLS handshake,
+    /// timeout. The same transport failures as [`is_transport`](Self::is_transport), named
+    /// for what callers do with them: a controller whose server answered before (its cache
+    /// synced) takes one of these as "the server is down", not as a fault of one request.
+    pub fn is_unreachable(&self) -> bool {
+        self.is_transport()
+    }
     /// How long the server asked us to wait, if it did.
     pub fn retry_after(&self) -> Option<Duration> {
         self.as_api().and_then(|e| e.retry_after)

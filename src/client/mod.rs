@@ -15,6 +15,7 @@ mod ratelimit;
 mod resolver;
 mod rest;
 mod server_url;
+mod throttle;
 mod tls;
 mod transport;
 mod typed_api;

@@ -10,6 +10,7 @@ use super::auth::Authenticator;
 use super::config::Config;
 use super::metrics::{host_label, RestMetrics, ERROR_CODE};
 use super::ratelimit::RequestLimiter;
+use super::throttle::WriteThrottle;
 use super::transport::{Canceller, Transport};
 use super::Error;
 use crate::api::Status;
@@ -51,6 +52,8 @@ struct Inner {
     transport: Transport,
     auth: Authenticator,
     limiter: RequestLimiter,
+    /// Holds and paces writes after a 429 (shared by every clone).
+    throttle: WriteThrottle,
     metrics: Arc<RestMetrics>,
     /// `host` label of the metrics: the server URL's authority.
     host: String,
@@ -123,6 +126,7 @@ impl Client {
         let transport = Transport::new(&config)?;
         let auth = Authenticator::new(&config)?;
         let limiter = RequestLimiter::new(&config, announce);
+        let throttle = WriteThrottle::new(config.throttle_writes);
         let host = host_label(&config.server);
         let impersonate = config.impersonate.headers();
         for (name, value) in &impersonate {
@@ -139,6 +143,7 @@ impl Client {
                 transport,
                 auth,
                 limiter,
+                throttle,
                 metrics: Arc::new(RestMetrics::new()),
                 host,
             }),
@@ -333,6 +338,15 @@ impl Client {
             if cancelled() || !self.inner.limiter.acquire(cancelled) {
                 return Err(Error::Cancelled);
             }
+            // Writes wait out a 429's hold and the write window; reads (the reflector's)
+            // have their own backoff.
+            let permit = match verb {
+                Verb::Get => None,
+                _ => match self.inner.throttle.acquire(cancelled) {
+                    Some(p) => Some(p),
+                    None => return Err(Error::Cancelled),
+                },
+            };
             let mut builder = http::Request::builder()
                 .method(verb.method())
                 .uri(&url)
@@ -385,7 +399,13 @@ impl Client {
                 retried_auth = true;
                 continue;
             }
-            return Err(error_from_response(resp));
+            let e = error_from_response(resp);
+            if let (Some(p), true) = (&permit, e.is_too_many_requests()) {
+                if let Some(ra) = e.retry_after() {
+                    p.throttled(ra);
+                }
+            }
+            return Err(e);
         }
     }
 }

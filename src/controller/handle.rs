@@ -15,11 +15,12 @@ use super::fights::FightDetector;
 use super::metrics::{ControllerMetrics, Gauges};
 use super::report::Reporters;
 use super::state::State;
-use super::sync::{self, SyncContext};
+use super::sync::{self, SyncContext, SyncError};
 use crate::api::{APIService, Resource};
 use crate::client::{Api, Canceller, Client, WriteGate};
 use crate::runtime::clock::deadline_after;
 use crate::runtime::liveness::Liveness;
+use crate::runtime::reachability::{Change, Reachability};
 use crate::runtime::reflector::{
     EventHandler, Reflector, ReflectorHandle, ReflectorOptions, Transformed, DEFAULT_RELIST,
 };
@@ -136,6 +137,12 @@ struct Inner {
     /// Availability of our APIServices; withdrawal of unavailable ones.
     availability: Arc<Availability>,
     threads: Mutex<Threads>,
+    /// Whether the API server answers; closed by a write that got no answer (or a failing
+    /// list/watch), opened by the reflector's next answered list or watch.
+    reach: Arc<Reachability>,
+    /// Names whose write found the server unreachable: decided again once it answers, not
+    /// each on its own backoff.
+    parked: Mutex<HashSet<String>>,
 }
 
 #[derive(Default)]
@@ -229,12 +236,23 @@ impl Controller {
             let (slot, cancel) = (write_gate.clone(), cancel.clone());
             Arc::new(move || may_write(&cancel, &slot)) as WriteGate
         };
+        let reach = Arc::new(Reachability::new());
         let events = match &options.events_instance {
             // Its own client, so Event writes never queue behind (or delay) the controller's;
-            // the same gate and canceller, so none is sent after a stop or a lost lease.
+            // the same gate and canceller, so none is sent after a stop or a lost lease, and
+            // none to a server known to be down (Events are best-effort: dropped, not sent).
             Some(instance) => match client.sibling() {
                 Ok(c) => EventRecorder::new(
-                    c.with_canceller(&cancel).with_write_gate(gate.clone()),
+                    c.with_canceller(&cancel).with_write_gate({
+                        let (gate, reach) = (gate.clone(), reach.clone());
+                        Arc::new(move || {
+                            gate()?;
+                            match reach.down() {
+                                Some(_) => Err("the API server cannot be reached".into()),
+                                None => Ok(()),
+                            }
+                        })
+                    }),
                     instance.clone(),
                     &field_manager,
                 ),
@@ -258,23 +276,30 @@ impl Controller {
             events.clone(),
             options.withdraw_unavailable,
         );
-        Controller {
-            inner: Arc::new(Inner {
-                api: Api::all(client).with_field_manager(field_manager),
-                ownership,
-                fights: FightDetector::default(),
-                cancel,
-                write_gate,
-                liveness: Liveness::new(),
-                options,
-                state: State::default(),
-                store: Arc::new(Store::new()),
-                queue,
-                report: Reporters::new(Arc::new(ControllerMetrics::new()), events),
-                availability,
-                threads: Mutex::new(Threads::default()),
-            }),
-        }
+        let inner = Arc::new(Inner {
+            api: Api::all(client).with_field_manager(field_manager),
+            ownership,
+            fights: FightDetector::default(),
+            cancel,
+            write_gate,
+            liveness: Liveness::new(),
+            options,
+            state: State::default(),
+            store: Arc::new(Store::new()),
+            queue,
+            report: Reporters::new(Arc::new(ControllerMetrics::new()), events),
+            availability,
+            threads: Mutex::new(Threads::default()),
+            reach,
+            parked: Mutex::new(HashSet::new()),
+        });
+        let weak = Arc::downgrade(&inner);
+        inner.reach.subscribe(move |change| {
+            if let Some(inner) = weak.upgrade() {
+                inner.reachability_changed(change);
+            }
+        });
+        Controller { inner }
     }
 
     /// Registers `obj` to be synced once, when the controller starts (label `onstart`).
@@ -337,6 +362,7 @@ impl Controller {
             resync: self.inner.options.resync,
             relist: self.inner.options.relist,
             liveness: Some(self.inner.liveness.clone()),
+            reachability: Some(self.inner.reach.clone()),
             ..Default::default()
         };
         threads.reflector = Some(Reflector::spawn(
@@ -568,9 +594,17 @@ impl Controller {
         }
         self.inner.availability.stop();
         self.inner.cancel.cancel();
+        // Workers waiting for the server to come back stop waiting.
+        self.inner.reach.shut();
         // No Event write after a stop either.
         self.inner.report.events.stop();
         self.inner.state.wake_all();
+    }
+
+    /// How long the API server has not answered and why, while writes are paused for it;
+    /// `None` while it answers.
+    pub fn unreachable(&self) -> Option<(Duration, String)> {
+        self.inner.reach.down()
     }
 
     /// Whether [`stop`](Self::stop) or [`shutdown`](Self::shutdown) was called.
@@ -657,6 +691,28 @@ impl Inner {
             .saturating_add(Duration::from_secs(30))
     }
 
+    /// One log line per pause and per resume, not one per name; on resume, the names whose
+    /// writes found the server down are decided again.
+    fn reachability_changed(&self, change: &Change) {
+        match change {
+            Change::Lost(why) => warn!(
+                "the API server cannot be reached ({why}); writes paused until it answers a \
+                 list or watch again"
+            ),
+            Change::Regained(after) => {
+                let parked: Vec<String> = self.parked.lock().drain().collect();
+                for name in parked {
+                    self.queue.add(name);
+                }
+                info!(
+                    "the API server answers again after {:.1}s; writes resume, {} names waiting",
+                    after.as_secs_f64(),
+                    self.queue.len()
+                );
+            }
+        }
+    }
+
     fn work(&self) {
         let heartbeat = self.liveness.register("workers");
         let bound = self.sync_bound();
@@ -664,6 +720,12 @@ impl Inner {
             heartbeat.idle();
             self.queue.get()
         } {
+            // While the server cannot be reached, wait (idle, not stuck) for the reflector
+            // to reach it again; a stop ends the wait and the name is dropped.
+            if !self.reach.wait_reachable(|| self.cancel.is_cancelled()) {
+                self.queue.done(&name);
+                continue;
+            }
             heartbeat.busy_for(bound, "sync");
             let may_write = || self.may_write();
             let cx = SyncContext {
@@ -680,6 +742,11 @@ impl Inner {
                 Ok(()) => self.queue.forget(&name),
                 // Stopping: nothing to retry (the queue takes no more adds anyway).
                 Err(e) if e.is_cancelled() => {}
+                // Not this name's fault: every name waits for the server, this one with them.
+                Err(SyncError::Write(e)) if e.is_unreachable() => {
+                    self.parked.lock().insert(name.clone());
+                    self.reach.lost(&e.to_string());
+                }
                 // Refused as invalid: the same write waits; a change requeues the name sooner.
                 Err(e) if e.rejected_retry().is_some() => {
                     self.queue.forget(&name);
@@ -687,11 +754,17 @@ impl Inner {
                         self.queue.add_after(name.clone(), after);
                     }
                 }
-                // The server's Retry-After (or a stale cache) floors the per-key backoff,
-                // never replaces it.
-                Err(e) => self
-                    .queue
-                    .add_rate_limited_at_least(name.clone(), e.retry_floor()),
+                Err(e) => {
+                    // The server's "not before" holds on every path that queues the name
+                    // (watch events, resync, relist, reloads), not only on this retry.
+                    if let Some(ra) = e.retry_after() {
+                        self.queue.hold(name.clone(), ra);
+                    }
+                    // The server's Retry-After (or a stale cache) floors the per-key
+                    // backoff, never replaces it.
+                    self.queue
+                        .add_rate_limited_at_least(name.clone(), e.retry_floor());
+                }
             }
             self.queue.done(&name);
         }

@@ -82,6 +82,11 @@ impl State {
         self.unseen_creates.lock().insert(name.into());
     }
 
+    /// Whether this process created `name` and the cache has not shown it yet.
+    pub(crate) fn created_unseen(&self, name: &str) -> bool {
+        self.unseen_creates.lock().contains(name)
+    }
+
     /// Notes that the cache now shows `name` (a watch event or a relist).
     pub(crate) fn note_seen(&self, name: &str) {
         if self.unseen_creates.lock().remove(name) {

@@ -167,6 +167,15 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         .store
         .get(name)
         .and_then(|o| o.metadata.uid.as_deref().map(str::to_string));
+    if matches!(decision.action, Action::Create(_)) && cx.state.created_unseen(name) {
+        // Our own create has not reached the cache yet (a relist's re-queue, another
+        // registration of the name): creating again would only be answered 409. The watch
+        // event that shows it decides the name again.
+        debug!("{name} {cell}: created, waiting for the watch to show it");
+        cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+        cx.state.record_outcome(name, Outcome::Synced);
+        return Ok(());
+    }
     let fingerprint = write_fingerprint(&decision.action, cx.store, name);
     if let (Some(fp), Some(r)) = (fingerprint, cx.state.rejection(name)) {
         let age = r.at.elapsed();
@@ -266,7 +275,15 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Ok(written_uid) => {
             info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}): ok");
             if verb == "create" {
+                // Noted first, then checked: the watch may have shown the object already
+                // (its event can overtake this answer); if not, its event clears the note.
                 cx.state.note_created(name);
+                let shown = cx.store.get(name).is_some_and(|o| {
+                    written_uid.is_none() || o.metadata.uid.as_deref() == written_uid.as_deref()
+                });
+                if shown {
+                    cx.state.note_seen(name);
+                }
             }
             if let Some(reason) = reason {
                 let note = format!("{verb} by autoregister: {why} (cell {cell})");
@@ -288,6 +305,10 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         // Shutdown cut the request short: not a failure worth a warning.
         Err(e) if e.is_cancelled() => {
             debug!(name, cell:% = cell, action = verb; "{name} {cell} {verb}: cancelled")
+        }
+        // Said once for all names by the pause that follows.
+        Err(SyncError::Write(e)) if e.is_unreachable() => {
+            debug!(name, cell:% = cell, action = verb; "{name} {cell} {verb}: {e}; waiting for the server")
         }
         Err(e) if e.is_benign() => info!(
             name, cell:% = cell, action = verb;

@@ -27,6 +27,7 @@ impl OpsSources {
     pub fn for_controller(controller: &Controller) -> Self {
         let c = controller.clone();
         let own = controller.clone();
+        let reach = controller.clone();
         let liveness = controller.liveness().clone();
         OpsSources::new()
             .health_check("threads", move || liveness.check())
@@ -35,6 +36,14 @@ impl OpsSources {
             .metrics(controller.client().metrics().clone())
             .metrics(Arc::new(super::ProcessMetrics))
             .metrics(Arc::new(super::BuildInfo))
+            .readiness_check("apiserver-reachable", move || match reach.unreachable() {
+                // Alive (healthz stays 200) but not doing its job: writes wait for the server.
+                Some((down, why)) => Err(format!(
+                    "the API server has not answered for {:.0}s ({why}); writes paused",
+                    down.as_secs_f64()
+                )),
+                None => Ok(()),
+            })
             .readiness_check("apiservice-cache-synced", move || {
                 // A controller not started yet (a standby waiting for leadership) has no
                 // cache to wait for; it is ready to take over.

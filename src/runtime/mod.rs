@@ -6,6 +6,7 @@ pub mod duration;
 pub mod leader;
 pub mod liveness;
 pub mod prng;
+pub mod reachability;
 pub mod reflector;
 pub mod store;
 pub mod workqueue;

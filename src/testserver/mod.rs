@@ -82,6 +82,7 @@ mod managedfields;
 mod patch;
 mod requestlog;
 mod rest;
+mod seats;
 mod selector;
 mod server;
 mod store;
@@ -141,6 +142,7 @@ pub struct Builder {
     flow_control: bool,
     kube_apiserver: bool,
     crd_groups: Vec<(String, String)>,
+    seat_limit: usize,
 }
 
 impl Default for Builder {
@@ -158,6 +160,7 @@ impl Default for Builder {
             flow_control: true,
             kube_apiserver: false,
             crd_groups: Vec::new(),
+            seat_limit: 0,
         }
     }
 }
@@ -248,6 +251,14 @@ impl Builder {
         self
     }
 
+    /// Serve at most `k` API requests at once (watches not counted) and answer the rest
+    /// `429` with `Retry-After` at once, as API Priority and Fairness does for a saturated
+    /// priority level; 0 (the default): no limit. See [`TestServer::set_seat_limit`].
+    pub fn seat_limit(mut self, k: usize) -> Self {
+        self.seat_limit = k;
+        self
+    }
+
     /// Binds and starts serving; returns once connections are accepted (in kube-apiserver
     /// mode, once the built-in APIServices are registered).
     pub fn start(self) -> std::io::Result<TestServer> {
@@ -284,6 +295,7 @@ impl Builder {
         );
         shared.flow_control = self.flow_control;
         shared.impersonators = RwLock::new(self.impersonators.into_iter().collect());
+        shared.seats.set_limit(self.seat_limit);
         let shared = Arc::new(shared);
         if let Err(e) = kas::KubeApiserver::start(&shared) {
             shared.store.shutdown();
@@ -589,6 +601,36 @@ impl TestServer {
     /// Fault injection.
     pub fn faults(&self) -> &Faults {
         &self.shared.faults
+    }
+
+    /// Sets the seat limit (see [`Builder::seat_limit`]; 0: none) from the next request on.
+    pub fn set_seat_limit(&self, k: usize) {
+        self.shared.seats.set_limit(k);
+    }
+
+    /// Requests answered `429` for want of a seat so far.
+    pub fn seat_rejections(&self) -> usize {
+        self.shared.seats.rejected()
+    }
+
+    /// Stops answering, as a stopped API server: every open connection (watches too) is
+    /// dropped, and from now on every new one is closed as soon as it is accepted (and
+    /// counted, see [`refused_connections`](Self::refused_connections)), until
+    /// [`come_back`](Self::come_back). The data stays.
+    pub fn go_down(&self) {
+        self.shared.down.store(true, Ordering::SeqCst);
+        self.shared.drop_connections();
+    }
+
+    /// Answers again after [`go_down`](Self::go_down), with the data it had.
+    pub fn come_back(&self) {
+        self.shared.down.store(false, Ordering::SeqCst);
+    }
+
+    /// Connections closed unanswered while down, since start: every attempt a client
+    /// made to reach the stopped server.
+    pub fn refused_connections(&self) -> usize {
+        self.shared.refused.load(Ordering::SeqCst)
     }
 
     /// Drops every connection (watches included) and keeps the data, as an API server restart

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::{self, BufReader};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -16,6 +16,7 @@ use super::faults::Faults;
 use super::http::{self, Conn, Request, Response};
 use super::kinds::{self, Kind};
 use super::requestlog::{RequestLog, RequestRecord};
+use super::seats::Seats;
 use super::store::Store;
 use super::{admin, core_events, discovery, managedfields, rest, watch};
 
@@ -37,6 +38,12 @@ pub(crate) struct Shared {
     /// kube-apiserver mode's controller, when on.
     pub(crate) kas: Option<super::kas::KubeApiserver>,
     pub(crate) stopping: AtomicBool,
+    /// Playing a stopped server: connections are closed as soon as they are accepted.
+    pub(crate) down: AtomicBool,
+    /// Connections closed unanswered while `down`.
+    pub(crate) refused: AtomicUsize,
+    /// The seat limit (API Priority and Fairness) and requests in flight.
+    pub(crate) seats: Seats,
     conns: Mutex<HashMap<u64, TcpStream>>,
     next_conn: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -88,6 +95,9 @@ impl Shared {
             flow_control: true,
             kas,
             stopping: AtomicBool::new(false),
+            down: AtomicBool::new(false),
+            refused: AtomicUsize::new(0),
+            seats: Seats::default(),
             conns: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
             threads: Mutex::new(Vec::new()),
@@ -118,6 +128,11 @@ pub(crate) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             break;
         }
         let Ok(stream) = stream else { continue };
+        if shared.down.load(Ordering::SeqCst) {
+            shared.refused.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.shutdown(Shutdown::Both);
+            continue;
+        }
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         let Ok(clone) = stream.try_clone() else {
             continue;
@@ -351,8 +366,15 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
     if shared.stopping.load(Ordering::SeqCst) || shared.store.state.lock().epoch != epoch {
         return Ok(false);
     }
+    // A seat for the whole request, latency included; watches take none. A rejection is
+    // answered at once, as APF's is.
+    let seat = if req.query_bool("watch") {
+        Ok(None)
+    } else {
+        shared.seats.take().map(Some)
+    };
     let latency = shared.faults.latency();
-    if !latency.is_zero() {
+    if !latency.is_zero() && seat.is_ok() {
         std::thread::sleep(latency);
     }
     let route = route(shared, &req.path);
@@ -431,7 +453,12 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
                 let body = rec.body.as_ref()?;
                 Some(body.pointer("/metadata/name")?.as_str()?.to_string())
             });
-            if let Some((code, retry)) = shared.faults.take_failure(verb) {
+            if let Err(retry_after) = &seat {
+                Err(errors::injected(
+                    429,
+                    Some(u32::try_from(*retry_after).unwrap_or(u32::MAX)),
+                ))
+            } else if let Some((code, retry)) = shared.faults.take_failure(verb) {
                 Err(errors::injected(code, retry))
             } else if verb == "watch" {
                 return serve_watch(shared, req, kind, namespace.as_deref(), reader, rec, epoch);

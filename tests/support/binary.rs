@@ -232,6 +232,17 @@ impl Proc {
 
     /// `autoregister <command> --manifests <scratch> --kubeconfig <for server> <extra>`.
     pub fn command(command: &str, server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
+        Proc::command_env(command, server, scratch, extra, &[])
+    }
+
+    /// [`command`](Self::command) with `env` over the defaults.
+    pub fn command_env(
+        command: &str,
+        server: &TestServer,
+        scratch: &Scratch,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
         let kc = scratch.kubeconfig(server);
         let manifests = scratch.manifests();
         let mut args = vec![
@@ -242,12 +253,22 @@ impl Proc {
             kc.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        Proc::spawn(&args)
+        Proc::spawn_env(&args, env)
     }
 
     /// `autoregister run ...` (see [`command`](Self::command)).
     pub fn run(server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
         Proc::command("run", server, scratch, extra)
+    }
+
+    /// [`run`](Self::run) with `env` over the defaults.
+    pub fn run_env(
+        server: &TestServer,
+        scratch: &Scratch,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
+        Proc::command_env("run", server, scratch, extra, env)
     }
 
     /// `autoregister run --manifests <scratch> --kubeconfig <kubeconfig> <extra>`.

@@ -32,8 +32,6 @@ pub struct Entry {
     pub detail: Option<String>,
     /// For an update or adoption: the fields that would change.
     pub changes: Vec<Change>,
-    /// For a create: the object that would be sent.
-    pub object: Option<Value>,
     /// For a delete: why.
     pub why: Option<String>,
     /// The "once" rule, where it applies: what `run` does at its start and what a running
@@ -76,7 +74,6 @@ impl Entry {
             reason: d.reason,
             detail: None,
             changes: Vec::new(),
-            object: None,
             why: None,
             once: None,
             involves_us: desired || ours,
@@ -98,7 +95,9 @@ impl Entry {
         }
         match &d.action {
             Action::Blocked(why) | Action::Error(why) => e.detail = Some(why.clone()),
-            Action::Create(obj) => e.object = serde_json::to_value(obj).ok(),
+            // A create's object is rendered when printed (a plan of thousands of creates
+            // would otherwise hold each twice).
+            Action::Create(_) => {}
             Action::Update(obj) | Action::Adopt(obj) => {
                 if let Some(cur) = current {
                     let old = serde_json::to_value(&cur.spec).unwrap_or(Value::Null);
@@ -130,6 +129,14 @@ impl Entry {
         e
     }
 
+    /// For a create: the object that would be sent.
+    pub fn object(&self) -> Option<Value> {
+        match &self.action {
+            Action::Create(obj) => serde_json::to_value(obj).ok(),
+            _ => None,
+        }
+    }
+
     /// The entry as one JSON object of the `-o json` document.
     pub fn to_json(&self) -> Value {
         let mut m = serde_json::Map::new();
@@ -148,8 +155,8 @@ impl Entry {
                 .collect();
             m.insert("changes".into(), Value::Array(changes));
         }
-        if let Some(o) = &self.object {
-            m.insert("object".into(), o.clone());
+        if let Some(o) = self.object() {
+            m.insert("object".into(), o);
         }
         if let Some(w) = &self.why {
             m.insert("why".into(), json!(w));
@@ -177,15 +184,12 @@ impl Entry {
     pub fn detail_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         out.extend(self.changes.iter().map(Change::line));
-        if let Some(o) = &self.object {
-            out.extend(diff::leaves("spec", &o["spec"]));
-            if let Some(labels) = o.pointer("/metadata/labels").and_then(Value::as_object) {
-                for (k, v) in labels {
-                    out.push(format!(
-                        "metadata.labels[{k:?}]: {}",
-                        diff::shown("", Some(v))
-                    ));
-                }
+        if let Action::Create(obj) = &self.action {
+            if let Ok(spec) = serde_json::to_value(&obj.spec) {
+                out.extend(diff::leaves("spec", &spec));
+            }
+            for (k, v) in obj.metadata.labels.iter().flat_map(|l| l.iter()) {
+                out.push(format!("metadata.labels[{k:?}]: {v}"));
             }
         }
         if let Some(w) = &self.why {

@@ -6,6 +6,7 @@ mod diff;
 mod entry;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 
 use serde_json::{json, Value};
 
@@ -212,36 +213,49 @@ fn counts(entries: &[Entry]) -> BTreeMap<&'static str, usize> {
 }
 
 fn print_text(args: &PlanArgs, entries: &[Entry]) {
+    // One buffer, not a write per line: a plan of 10,000 creates is ~100,000 lines.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if let Err(e) = write_text(&mut out, args, entries).and_then(|()| out.flush()) {
+        eprintln!("autoregister: cannot print the plan: {e}");
+    }
+}
+
+fn write_text(out: &mut impl Write, args: &PlanArgs, entries: &[Entry]) -> std::io::Result<()> {
     let shown: Vec<&Entry> = entries
         .iter()
         .filter(|e| args.all || e.involves_us)
         .collect();
     let hidden = entries.len() - shown.len();
     let width = shown.iter().map(|e| e.name.len()).max().unwrap_or(4).max(4);
-    println!(
+    writeln!(
+        out,
         "{:width$}  CELL  {:7}  {:9}  REASON",
         "NAME", "ACTION", "AVAILABLE"
-    );
+    )?;
     for e in &shown {
         let detail = e
             .detail
             .as_deref()
             .map(|d| format!(": {d}"))
             .unwrap_or_default();
-        println!(
+        writeln!(
+            out,
             "{:width$}  {:<4}  {:7}  {:9}  {}{detail}",
             e.name,
             e.cell.to_string(),
             e.action.verb(),
             e.available,
             e.reason
-        );
+        )?;
         for line in e.detail_lines() {
-            println!("    {line}");
+            writeln!(out, "    {line}")?;
         }
     }
     if hidden > 0 {
-        println!("{hidden} APIServices not ours, left alone; --all lists them");
+        writeln!(
+            out,
+            "{hidden} APIServices not ours, left alone; --all lists them"
+        )?;
     }
     let sent = entries
         .iter()
@@ -252,25 +266,27 @@ fn print_text(args: &PlanArgs, entries: &[Entry]) {
         .filter(|e| matches!(e.dry_run, DryRun::Refused(_)))
         .count();
     if args.dry_run {
-        println!(
+        writeln!(
+            out,
             "dry run (--dry-run=server): {sent} writes sent with dryRun=All, {} accepted, {refused} refused",
             sent - refused
-        );
+        )?;
     } else {
-        println!("dry run: none (--dry-run=none): the server was not asked whether it accepts these writes");
+        writeln!(out, "dry run: none (--dry-run=none): the server was not asked whether it accepts these writes")?;
     }
     let summary: Vec<String> = counts(entries)
         .iter()
         .map(|(v, n)| format!("{n} {v}"))
         .collect();
-    println!(
+    writeln!(
+        out,
         "plan: {}",
         if summary.is_empty() {
             "nothing to do".to_string()
         } else {
             summary.join(", ")
         }
-    );
+    )
 }
 
 fn print_json(args: &PlanArgs, entries: &[Entry]) {

@@ -8,6 +8,11 @@
 //! `kube-aggregator.kubernetes.io/automanaged`) is `onstart` is synced on start,
 //! every other one continuously.
 //!
+//! Objects are decoded strictly (`schema`: unknown fields and wrong types, placed at their
+//! line and column by `locate`, with a `suggest`ion) and checked against the rules
+//! kube-apiserver applies (`crate::api::validation`), so a manifest the server would refuse
+//! never reaches a write.
+//!
 //! A file over [`MAX_MANIFEST_BYTES`] (16 MiB) is refused without being read whole.
 //!
 //! [`load`] reads PATH once and fails on any error; [`ManifestSet`] re-reads it

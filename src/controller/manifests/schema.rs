@@ -141,7 +141,8 @@ impl FieldPath {
         FieldPath(dotted.split('.').map(|s| Seg::Key(s.to_string())).collect())
     }
 
-    fn child(&self, seg: Seg) -> FieldPath {
+    /// This path and one more step.
+    pub(super) fn child(&self, seg: Seg) -> FieldPath {
         let mut p = self.clone();
         p.0.push(seg);
         p
@@ -229,11 +230,38 @@ impl fmt::Display for Problem {
 /// Every unknown field and wrongly typed value of `value` against `ty`, in document order.
 pub(super) fn check(value: &Value, ty: &Type) -> Vec<Problem> {
     let mut out = Vec::new();
-    walk(value, ty, &FieldPath::default(), &mut out);
+    walk(value, ty, None, &mut out);
     out
 }
 
-fn walk(value: &Value, ty: &Type, path: &FieldPath, out: &mut Vec<Problem>) {
+/// Where the walk is, as a chain of borrowed steps: a path is built only for a problem
+/// (building one per field visited was most of the check's cost).
+struct At<'a> {
+    seg: Step<'a>,
+    parent: Option<&'a At<'a>>,
+}
+
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn path_of(at: Option<&At<'_>>) -> FieldPath {
+    let mut segs = Vec::new();
+    let mut cur = at;
+    while let Some(a) = cur {
+        segs.push(match a.seg {
+            Step::Key(k) => Seg::Key(k.to_string()),
+            Step::Index(i) => Seg::Index(i),
+        });
+        cur = a.parent;
+    }
+    segs.reverse();
+    FieldPath(segs)
+}
+
+fn walk(value: &Value, ty: &Type, at: Option<&At<'_>>, out: &mut Vec<Problem>) {
     // `null` is "not set" for every field, as the server reads it.
     if value.is_null() {
         return;
@@ -245,7 +273,7 @@ fn walk(value: &Value, ty: &Type, path: &FieldPath, out: &mut Vec<Problem>) {
         (Type::Int64, Value::Number(n)) if n.is_i64() => {}
         (Type::Int32 | Type::Int64, Value::Number(n)) if n.is_i64() || n.is_u64() => {
             out.push(Problem::at(
-                path.clone(),
+                path_of(at),
                 format!(
                     "invalid value: {n} does not fit an integer of format {}",
                     if matches!(ty, Type::Int32) {
@@ -259,21 +287,32 @@ fn walk(value: &Value, ty: &Type, path: &FieldPath, out: &mut Vec<Problem>) {
         (Type::AnyObject, Value::Object(_)) => {}
         (Type::StringMap, Value::Object(map)) => {
             for (k, v) in map {
-                walk(v, &Type::String, &path.child(Seg::Key(k.clone())), out);
+                let child = At {
+                    seg: Step::Key(k),
+                    parent: at,
+                };
+                walk(v, &Type::String, Some(&child), out);
             }
         }
         (Type::Array(item), Value::Array(items)) => {
             for (i, v) in items.iter().enumerate() {
-                walk(v, item, &path.child(Seg::Index(i)), out);
+                let child = At {
+                    seg: Step::Index(i),
+                    parent: at,
+                };
+                walk(v, item, Some(&child), out);
             }
         }
         (Type::Object(fields), Value::Object(map)) => {
             for (k, v) in map {
-                let child = path.child(Seg::Key(k.clone()));
+                let child = At {
+                    seg: Step::Key(k),
+                    parent: at,
+                };
                 match fields.iter().find(|(name, _)| name == k) {
-                    Some((_, t)) => walk(v, t, &child, out),
+                    Some((_, t)) => walk(v, t, Some(&child), out),
                     None => out.push(Problem {
-                        path: child,
+                        path: path_of(Some(&child)),
                         at_key: true,
                         message: "unknown field".into(),
                         did_you_mean: super::suggest::closest(
@@ -290,7 +329,7 @@ fn walk(value: &Value, ty: &Type, path: &FieldPath, out: &mut Vec<Problem>) {
                 // `name: 123`, `value: true`: YAML read a scalar the user meant as text.
                 message.push_str(&format!(" (quote it in YAML: \"{v}\")"));
             }
-            out.push(Problem::at(path.clone(), message));
+            out.push(Problem::at(path_of(at), message));
         }
     }
 }

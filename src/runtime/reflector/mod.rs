@@ -27,6 +27,7 @@ use crate::api::Resource;
 use crate::client::Canceller;
 use crate::runtime::backoff::BackoffConfig;
 use crate::runtime::liveness::Liveness;
+use crate::runtime::reachability::{Change, Reachability};
 use crate::runtime::store::Store;
 
 pub use handler::EventHandler;
@@ -60,6 +61,10 @@ pub struct ReflectorOptions {
     pub watch_idle_timeout: Option<Duration>,
     /// Where the reflector thread reports its heartbeat (group `reflector`), for `/healthz`.
     pub liveness: Option<Arc<Liveness>>,
+    /// The "server reachable" gate this reflector keeps: closed when a list or watch finds
+    /// the server unreachable, opened by every list or watch it answers. When someone else
+    /// closes it (a write that got no answer), an open watch is restarted at once to check.
+    pub reachability: Option<Arc<Reachability>>,
 }
 
 /// Default of [`ReflectorOptions::relist`]: APIService collections are small, so a list
@@ -81,6 +86,7 @@ impl Default for ReflectorOptions {
             relist: Some(DEFAULT_RELIST),
             watch_idle_timeout: Some(DEFAULT_WATCH_IDLE_TIMEOUT),
             liveness: None,
+            reachability: None,
         }
     }
 }
@@ -104,6 +110,15 @@ impl Reflector {
             stop_rx,
         });
         let deliver = Arc::new(Mutex::new(()));
+        if let Some(reach) = &opts.reachability {
+            // Weak: the gate outlives this reflector (it belongs to the caller).
+            let shutdown = Arc::downgrade(&shutdown);
+            reach.subscribe(move |change| {
+                if let (Change::Lost(_), Some(s)) = (change, shutdown.upgrade()) {
+                    s.probe();
+                }
+            });
+        }
 
         let resync = opts.resync.map(|period| {
             let (store, handler, shutdown, deliver) = (
@@ -195,6 +210,11 @@ struct StopState {
     stopped: bool,
     /// The open list's or watch's canceller, so stop can end a blocked read.
     request: Option<Canceller>,
+    /// Whether `request` is a watch (a probe ends only a watch: a list proves or disproves
+    /// reachability by itself).
+    watching: bool,
+    /// A probe ended the open watch: re-watch at once, it was no failure.
+    probed: bool,
     /// The failure being backed off from, for [`ReflectorHandle::last_error`].
     failure: Option<String>,
 }
@@ -218,17 +238,50 @@ impl Shutdown {
     /// A canceller registered for the next list or watch, or `None` when already stopped.
     /// Both under one lock, so a stop either sees this canceller or the caller sees the stop.
     fn register_request(&self) -> Option<Canceller> {
+        self.register(false)
+    }
+
+    /// [`register_request`](Self::register_request) for a watch, which a probe may end.
+    fn register_watch(&self) -> Option<Canceller> {
+        self.register(true)
+    }
+
+    fn register(&self, watching: bool) -> Option<Canceller> {
         let mut s = self.state.lock();
         if s.stopped {
             return None;
         }
         let c = Canceller::new();
         s.request = Some(c.clone());
+        s.watching = watching;
+        s.probed = false;
         Some(c)
     }
 
     fn unregister_request(&self) {
-        self.state.lock().request = None;
+        let mut s = self.state.lock();
+        s.request = None;
+        s.watching = false;
+    }
+
+    /// Someone found the server unreachable while a watch may still look open (a half-open
+    /// connection, or a write that timed out on a server whose watch still flows): end the
+    /// watch so the reflector re-watches at once and finds out. Nothing while listing or
+    /// backing off: that attempt answers the question by itself.
+    fn probe(&self) {
+        let mut s = self.state.lock();
+        if s.stopped || !s.watching {
+            return;
+        }
+        if let Some(c) = s.request.clone() {
+            s.probed = true;
+            c.cancel();
+        }
+    }
+
+    /// Whether a probe ended the last watch (and forgets it).
+    fn take_probed(&self) -> bool {
+        std::mem::take(&mut self.state.lock().probed)
     }
 
     fn set_failure(&self, failure: Option<String>) {

@@ -183,6 +183,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         self.fresh = Some((Instant::now(), listed.resource_version.clone()));
         self.store.mark_synced();
         self.healthy();
+        self.reached();
         if relisted {
             let _turn = self.deliver.lock();
             self.handler.on_relisted();
@@ -200,7 +201,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             Some(left) => timeout = timeout.min(ceil_secs(left)),
             None => {}
         }
-        let cancel = self.shutdown.register_request()?;
+        let cancel = self.shutdown.register_watch()?;
         let params = WatchParams {
             resource_version: rv.clone(),
             timeout_seconds: timeout,
@@ -219,12 +220,16 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             Ok(events) => events,
             Err(e) => {
                 self.shutdown.unregister_request();
+                if self.shutdown.take_probed() {
+                    return self.after_probe(rv);
+                }
                 return self.after_watch_error(&e, rv, fresh);
             }
         };
         // The server is reachable: count health from here (a later failure after two
         // quiet minutes starts the backoff over).
         self.backoff.success(started);
+        self.reached();
         let mut last_rv = rv.clone();
         let mut seen = 0usize;
         let end = {
@@ -251,6 +256,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         self.last_rv.clone_from(&last_rv);
         match end {
             WatchEnd::Stopped => None,
+            WatchEnd::Failed(_) if self.shutdown.take_probed() => self.after_probe(last_rv),
             WatchEnd::Failed(e) => self.after_watch_error(&e, last_rv, fresh && seen == 0),
             WatchEnd::Backwards { seen, got } => {
                 self.history_moved_back = true;
@@ -305,6 +311,26 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         }
     }
 
+    /// After a probe ended the watch: watch again from `rv` at once (the server was not
+    /// at fault; whether it answers is the question the new watch asks).
+    fn after_probe(&mut self, rv: String) -> Option<Next> {
+        if self.shutdown.is_stopped() {
+            return None;
+        }
+        log::debug!(
+            "{}: a request found the server unreachable; re-watching from {rv} to check",
+            K::PLURAL
+        );
+        Some(Next::Watch(rv))
+    }
+
+    /// The server answered a list or a watch: open the shared gate.
+    fn reached(&self) {
+        if let Some(r) = &self.opts.reachability {
+            r.regained();
+        }
+    }
+
     /// How long until the periodic relist is due; `None` when there is none.
     fn until_relist(&self) -> Option<Duration> {
         let period = self.opts.relist?;
@@ -321,6 +347,9 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
     fn fail(&mut self, what: &'static str, e: &Error) -> bool {
         self.shutdown
             .set_failure(Some(format!("{what} failing: {e}")));
+        if let (Some(r), true) = (&self.opts.reachability, e.is_unreachable()) {
+            r.lost(&e.to_string());
+        }
         if self.failing != Some(what) {
             log::warn!("{}: {what} failing: {e}; retrying with backoff", K::PLURAL);
             self.failing = Some(what);

@@ -4,6 +4,11 @@
 //! queue's clock until the earliest deadline (or until an earlier one is added) and
 //! moves ready items into the queue. A key already waiting keeps the earlier of its
 //! deadlines, as in client-go: a later `add_after` never postpones it.
+//!
+//! A key can also be *held* until an instant (`hold`): a "not before" that every way in
+//! honours — `add`, `add_after`, the timer, and `get` for a key that was queued before the
+//! hold — so no path hands it out early. A longer hold moves it later; `release` ends it.
+//! The queue does not know why a key is held (a server's `Retry-After`, for the controller).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -17,6 +22,9 @@ use parking_lot::Mutex;
 use super::metrics::QueueMetrics;
 use super::queue::Queue;
 use crate::runtime::clock::{deadline_after, Clock, Wakeup};
+
+/// Passed holds are dropped when this many are kept (a few bytes each; pruning is O(n)).
+const PRUNE_HOLDS_AT: usize = 256;
 
 /// Delays beyond this are clamped, so the deadline never overflows `Instant` (about 100 years).
 const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -41,6 +49,8 @@ struct TimerState<T> {
     heap: BinaryHeap<Entry<T>>,
     /// The live deadline of each waiting item; heap entries with another `seq` are stale.
     waiting: HashMap<T, (Instant, u64)>,
+    /// Keys held back until an instant (see [`DelayingQueue::hold`]); pruned when passed.
+    holds: HashMap<T, Instant>,
     next_seq: u64,
     stopped: bool,
 }
@@ -69,6 +79,13 @@ impl<T> Ord for Entry<T> {
     }
 }
 
+impl<T: Eq + Hash> TimerState<T> {
+    /// When `item`'s hold ends, if it has not passed at `now`.
+    fn held_until(&self, item: &T, now: Instant) -> Option<Instant> {
+        self.holds.get(item).copied().filter(|at| *at > now)
+    }
+}
+
 impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
     /// A delaying queue whose timer thread is named `workqueue-<name>`.
     pub fn new(name: &str, clock: Arc<dyn Clock>, metrics: Arc<QueueMetrics>) -> Self {
@@ -77,6 +94,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
             state: Mutex::new(TimerState {
                 heap: BinaryHeap::new(),
                 waiting: HashMap::new(),
+                holds: HashMap::new(),
                 next_seq: 0,
                 stopped: false,
             }),
@@ -108,12 +126,23 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
         }
         // client-go counts every delayed add as a retry.
         self.metrics.retried();
-        if delay.is_zero() {
+        let now = self.clock.now();
+        let at = deadline_after(now, delay.min(MAX_DELAY));
+        let s = self.timer.state.lock();
+        let at = match s.held_until(&item, now) {
+            Some(hold) => at.max(hold),
+            None => at,
+        };
+        if at <= now {
+            drop(s);
             self.queue.add(item);
             return;
         }
-        let at = deadline_after(self.clock.now(), delay.min(MAX_DELAY));
-        let mut s = self.timer.state.lock();
+        self.schedule(s, item, at);
+    }
+
+    /// Puts `item` on the timer for `at` (the earlier deadline wins), under `s`.
+    fn schedule(&self, mut s: parking_lot::MutexGuard<'_, TimerState<T>>, item: T, at: Instant) {
         if s.stopped {
             return;
         }
@@ -133,14 +162,63 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
         }
     }
 
-    /// See [`Queue::add`].
+    /// See [`Queue::add`]; a held item waits for its hold to pass instead.
     pub fn add(&self, item: T) {
-        self.queue.add(item);
+        let now = self.clock.now();
+        let s = self.timer.state.lock();
+        match s.held_until(&item, now) {
+            Some(at) => self.schedule(s, item, at),
+            None => {
+                drop(s);
+                self.queue.add(item);
+            }
+        }
     }
 
-    /// See [`Queue::get`].
+    /// Holds `item` back for `d` from now: until then no add of any kind hands it out (it
+    /// waits on the timer instead). A hold that already reaches further stays; a shorter
+    /// one never shortens it. Ignored after shutdown.
+    pub fn hold(&self, item: T, d: Duration) {
+        let now = self.clock.now();
+        let at = deadline_after(now, d.min(MAX_DELAY));
+        let mut s = self.timer.state.lock();
+        if s.stopped {
+            return;
+        }
+        // Holds are few (keys the server throttled); drop the passed ones as new ones come.
+        if s.holds.len() >= PRUNE_HOLDS_AT {
+            s.holds.retain(|_, until| *until > now);
+        }
+        let until = s.holds.entry(item).or_insert(at);
+        *until = (*until).max(at);
+    }
+
+    /// Ends `item`'s hold, if any (the server's reason for it is over).
+    pub fn release(&self, item: &T) {
+        self.timer.state.lock().holds.remove(item);
+    }
+
+    /// When `item`'s hold ends, if it is held now.
+    pub fn held_until(&self, item: &T) -> Option<Instant> {
+        self.timer.state.lock().held_until(item, self.clock.now())
+    }
+
+    /// See [`Queue::get`]. An item queued before it was held is not handed out: it goes
+    /// back to wait for its hold, and the next one is taken.
     pub fn get(&self) -> Option<T> {
-        self.queue.get()
+        loop {
+            let item = self.queue.get()?;
+            let now = self.clock.now();
+            let s = self.timer.state.lock();
+            match s.held_until(&item, now) {
+                None => return Some(item),
+                Some(at) => {
+                    self.schedule(s, item.clone(), at);
+                    // Not processed: end it without a requeue (the timer brings it back).
+                    self.queue.done(&item);
+                }
+            }
+        }
     }
 
     /// See [`Queue::done`].
@@ -189,6 +267,7 @@ impl<T> DelayingQueue<T> {
             s.stopped = true;
             s.heap.clear();
             s.waiting.clear();
+            s.holds.clear();
         }
         self.timer.wakeup.wake();
         // Held while joining, so a concurrent shutdown also returns only once the thread is gone.
@@ -217,12 +296,25 @@ fn run_timer<T: Clone + Eq + Hash>(timer: &Timer<T>, queue: &Queue<T>, clock: &d
                 return;
             }
             let now = clock.now();
+            let mut later = Vec::new();
             while s.heap.peek().is_some_and(|e| e.at <= now) {
                 let Some(e) = s.heap.pop() else { break };
                 if s.waiting.get(&e.item).is_some_and(|w| w.1 == e.seq) {
-                    s.waiting.remove(&e.item);
-                    ready.push(e.item);
+                    // Held since it was scheduled: it waits for the hold instead.
+                    match s.held_until(&e.item, now) {
+                        Some(at) => later.push(Entry { at, ..e }),
+                        None => {
+                            s.waiting.remove(&e.item);
+                            ready.push(e.item);
+                        }
+                    }
                 }
+            }
+            for e in later {
+                if let Some(w) = s.waiting.get_mut(&e.item) {
+                    w.0 = e.at;
+                }
+                s.heap.push(e);
             }
             s.heap.peek().map(|e| e.at)
         };

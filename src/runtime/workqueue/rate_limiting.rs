@@ -53,9 +53,21 @@ impl<T: Clone + Eq + Hash + Send + 'static> RateLimitingQueue<T> {
         self.queue.add_after(item, delay);
     }
 
-    /// Clears `item`'s retry history (call after it was processed successfully).
+    /// Clears `item`'s retry history and ends its hold, if any (call after it was processed
+    /// successfully: whatever held it back is over).
     pub fn forget(&self, item: &T) {
         self.limiter.forget(item);
+        self.queue.release(item);
+    }
+
+    /// See [`DelayingQueue::hold`]: no path hands `item` out before `d` has passed.
+    pub fn hold(&self, item: T, d: Duration) {
+        self.queue.hold(item, d);
+    }
+
+    /// See [`DelayingQueue::held_until`].
+    pub fn held_until(&self, item: &T) -> Option<std::time::Instant> {
+        self.queue.held_until(item)
     }
 
     /// How many times `item` was re-added rate limited since it was last forgotten.
