@@ -58,6 +58,8 @@ image:
 bench: static
 	$(CARGO) build --release --bin autoregister
 	BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench controller
+	@echo "crates an embedder compiles (default-features = false), autoregister included: $$($(CARGO) tree -e normal --no-default-features --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
+	@echo "crates the binary compiles: $$($(CARGO) tree -e normal --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
 
 # The parts on their own: workqueue cycles/s and the test server's requests/s.
 bench-micro:

@@ -319,7 +319,7 @@ fn run_until_converged(bin: &str, manifests: &Path, n: usize, flags: &[&str], ti
     let at = |verb: Option<&str>| {
         requests
             .iter()
-            .find(|r| verb.map_or(true, |v| r.verb == v))
+            .find(|r| verb.is_none_or(|v| r.verb == v))
             .and_then(|r| r.time.duration_since(wall).ok())
             .unwrap_or_default()
     };

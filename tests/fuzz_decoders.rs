@@ -309,7 +309,7 @@ fn watch_case(rng: &mut Rng) -> WatchCase {
             let at = rng.below(n);
             for (i, l) in lines.iter().enumerate() {
                 if i == at {
-                    stream.extend(std::iter::repeat(b'x').take(WATCH_LIMIT + rng.below(50_000)));
+                    stream.extend(std::iter::repeat_n(b'x', WATCH_LIMIT + rng.below(50_000)));
                     stream.push(b'\n');
                 }
                 stream.extend_from_slice(l);

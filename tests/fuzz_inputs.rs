@@ -116,7 +116,7 @@ fn mutate(rng: &mut Rng, base: &[u8]) -> String {
             6 => {
                 // Swap two lines' worth of indentation.
                 let n = rng.below(12);
-                b.splice(at..at, std::iter::repeat(b' ').take(n));
+                b.splice(at..at, std::iter::repeat_n(b' ', n));
             }
             7 => {
                 let s = rng.pick(SNIPPETS).as_bytes().to_vec();

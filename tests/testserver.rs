@@ -1187,7 +1187,7 @@ fn fault_restart_drops_watches_and_keeps_data() {
     wait_until("watch started", || s.count("watch") == 1);
     s.restart(RvChange::Keep);
     // The stream ends: as an error (cut connection) or a clean end.
-    assert!(t.join().unwrap().map_or(true, |err| err));
+    assert!(t.join().unwrap().is_none_or(|err| err));
     assert!(a.get("v1.a.io").is_ok(), "data kept");
     assert_eq!(s.resource_version(), 1);
     s.restart(RvChange::Jump(1000));

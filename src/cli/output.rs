@@ -35,13 +35,18 @@ pub fn die_quietly_on_closed_stdout() {
 pub fn print(text: &str) {
     let mut out = std::io::stdout().lock();
     if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
-        if e.kind() == ErrorKind::BrokenPipe {
-            sigpipe();
-        }
-        // Anything else (a full disk): nothing useful can be said on stdout.
-        eprintln!("autoregister: cannot write to stdout: {e}");
-        std::process::exit(super::exit::FAILED);
+        write_failed(&e);
     }
+}
+
+/// Ends the process after a failed write to stdout: by SIGPIPE when it was closed, else
+/// (a full disk) with status 1, as nothing useful can be said on stdout.
+pub fn write_failed(e: &std::io::Error) -> ! {
+    if e.kind() == ErrorKind::BrokenPipe {
+        sigpipe();
+    }
+    eprintln!("autoregister: cannot write to stdout: {e}");
+    std::process::exit(super::exit::FAILED);
 }
 
 /// Dies of SIGPIPE with its default action, as a coreutils program on a closed pipe.

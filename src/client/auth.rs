@@ -171,7 +171,7 @@ impl TokenFile {
         let old = cache.take();
         match self.read() {
             Ok(t) => {
-                let changed = old.as_ref().map_or(true, |(o, _)| *o != t);
+                let changed = old.as_ref().is_none_or(|(o, _)| *o != t);
                 *cache = Some((t, (self.now)()));
                 changed
             }

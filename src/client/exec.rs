@@ -63,7 +63,7 @@ struct Cache {
 
 impl Credential {
     fn is_valid(&self) -> bool {
-        self.expires.map_or(true, |t| SystemTime::now() < t)
+        self.expires.is_none_or(|t| SystemTime::now() < t)
     }
 }
 

@@ -87,7 +87,7 @@ impl WriteThrottle {
                 }
             }
             let held = s.hold_until.filter(|until| *until > now);
-            let room = s.window.map_or(true, |w| s.in_flight < w);
+            let room = s.window.is_none_or(|w| s.in_flight < w);
             if held.is_none() && room {
                 s.hold_until = None;
                 s.in_flight += 1;

@@ -499,7 +499,7 @@ impl UreqTransport for Connection {
         // The idle limit is binding when it is shorter than what the request has left.
         let idle = self
             .idle
-            .filter(|i| deadline.map_or(true, |d| *i < d) && !i.is_zero());
+            .filter(|i| deadline.is_none_or(|d| *i < d) && !i.is_zero());
         let t = idle.or(deadline);
         if self.read_timeout != Some(t) {
             self.stream.set_read_timeout(t)?;
@@ -597,7 +597,7 @@ impl UreqTransport for Tunneled {
         let deadline = timeout.not_zero().map(|d| *d);
         let idle = self
             .idle
-            .filter(|i| deadline.map_or(true, |d| *i < d) && !i.is_zero());
+            .filter(|i| deadline.is_none_or(|d| *i < d) && !i.is_zero());
         let mut wait = timeout;
         if let Some(i) = idle {
             wait.after = i.into();

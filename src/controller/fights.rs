@@ -63,7 +63,7 @@ impl FightDetector {
         }
         let due = r
             .reported
-            .map_or(true, |at| now.saturating_duration_since(at) >= FIGHT_WINDOW);
+            .is_none_or(|at| now.saturating_duration_since(at) >= FIGHT_WINDOW);
         if r.times.len() >= FIGHT_THRESHOLD && due {
             r.reported = Some(now);
             self.fights.fetch_add(1, Ordering::Relaxed);

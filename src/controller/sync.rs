@@ -360,7 +360,7 @@ fn rejected(
             at: std::time::Instant::now(),
         },
     );
-    if previous.map_or(true, |p| p.message != message) {
+    if previous.is_none_or(|p| p.message != message) {
         warn!(
             "{name} {} {verb} ({why}): refused by the server, not retried until the manifest or \
              the object changes: {message}",

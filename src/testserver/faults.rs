@@ -176,7 +176,7 @@ impl Faults {
         if let Some(i) = s
             .fail_next
             .iter()
-            .position(|f| f.count > 0 && f.verb.as_deref().map_or(true, |v| v == verb))
+            .position(|f| f.count > 0 && f.verb.as_deref().is_none_or(|v| v == verb))
         {
             let code = s.fail_next[i].code;
             s.fail_next[i].count -= 1;

@@ -462,7 +462,7 @@ impl TestServer {
         let st = self.shared.store.state.lock();
         st.objects
             .iter()
-            .filter(|((p, ns, _), _)| *p == kind_plural && namespace.map_or(true, |n| n == ns))
+            .filter(|((p, ns, _), _)| *p == kind_plural && namespace.is_none_or(|n| n == ns))
             .map(|(_, o)| (**o).clone())
             .collect()
     }

@@ -360,7 +360,7 @@ impl Store {
             ),
             ("generation", json!(1)),
         ] {
-            if meta.get(k).map_or(true, Value::is_null) {
+            if meta.get(k).is_none_or(Value::is_null) {
                 meta.insert(k.to_string(), v);
             }
         }
@@ -485,7 +485,7 @@ impl Store {
             && new
                 .pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
-                .map_or(true, Vec::is_empty);
+                .is_none_or(Vec::is_empty);
         st.rv += 1;
         let rv = st.rv;
         meta_mut(&mut new).insert("resourceVersion".into(), json!(rv.to_string()));
@@ -617,7 +617,7 @@ impl Store {
                     .objects
                     .iter()
                     .filter(|((p, ns, _), _)| {
-                        *p == kind.plural && req.namespace.map_or(true, |want| want == ns)
+                        *p == kind.plural && req.namespace.is_none_or(|want| want == ns)
                     })
                     .map(|(_, o)| o.clone())
                     .filter(|o| req.selector.matches(o))

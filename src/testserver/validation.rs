@@ -18,7 +18,7 @@ fn name_of(obj: &Value) -> &str {
 pub(crate) fn default_apiservice(obj: &mut Value) {
     if let Some(svc) = obj.pointer_mut("/spec/service") {
         if let Some(m) = svc.as_object_mut() {
-            if m.get("port").map_or(true, Value::is_null) {
+            if m.get("port").is_none_or(Value::is_null) {
                 m.insert("port".into(), json!(443));
             }
         }

@@ -136,9 +136,7 @@ pub(crate) fn serve<W: Write>(
         match wr.resource_version {
             None => {
                 for ((p, ons, _), obj) in st.objects.iter() {
-                    if *p == kind.plural
-                        && ns.map_or(true, |n| n == ons)
-                        && wr.selector.matches(obj)
+                    if *p == kind.plural && ns.is_none_or(|n| n == ons) && wr.selector.matches(obj)
                     {
                         pending.push(event_line("ADDED", obj));
                     }

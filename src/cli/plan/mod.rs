@@ -216,7 +216,7 @@ fn print_text(args: &PlanArgs, entries: &[Entry]) {
     // One buffer, not a write per line: a plan of 10,000 creates is ~100,000 lines.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if let Err(e) = write_text(&mut out, args, entries).and_then(|()| out.flush()) {
-        eprintln!("autoregister: cannot print the plan: {e}");
+        super::output::write_failed(&e);
     }
 }
 

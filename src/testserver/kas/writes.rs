@@ -62,7 +62,7 @@ pub(super) fn delete(shared: &Shared, name: &str, uid: &str) -> Result<u16, ApiE
 
 /// A local APIService of its own without `Available=True` (the available controller's job).
 pub(super) fn needs_available(cur: &Value, d: &Desired) -> bool {
-    let local = cur.pointer("/spec/service").map_or(true, Value::is_null);
+    let local = cur.pointer("/spec/service").is_none_or(Value::is_null);
     let ours = label_of(cur) == Some(d.label_value());
     let available = cur
         .pointer("/status/conditions")

@@ -168,7 +168,7 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
         .filter(|r| {
             r.user_agent
                 .as_deref()
-                .map_or(true, |ua| ua == autoregister::client::USER_AGENT)
+                .is_none_or(|ua| ua == autoregister::client::USER_AGENT)
         })
         .cloned()
         .collect();
@@ -225,7 +225,7 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
                 describe(r, origin),
             );
         }
-        if r.verb == "delete" && uid.map_or(true, str::is_empty) {
+        if r.verb == "delete" && uid.is_none_or(str::is_empty) {
             add(
                 &mut v,
                 "every delete carries a UID precondition",
@@ -249,7 +249,7 @@ pub fn check(log: &[RequestRecord], t: &Timeline, b: &Bounds, on: Switches) -> V
             .iter()
             .enumerate()
             .filter(|(i, d)| {
-                d.at <= r.time && t.desired.get(i + 1).map_or(true, |next| next.at > from)
+                d.at <= r.time && t.desired.get(i + 1).is_none_or(|next| next.at > from)
             })
             .map(|(_, d)| d)
             .collect();
