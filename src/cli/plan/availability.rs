@@ -63,7 +63,7 @@ pub(crate) fn withdrawn(
         // RFC 3339 times of one format sort as strings.
         if latest
             .get(name)
-            .map_or(true, |prev| prev.event_time <= e.event_time)
+            .is_none_or(|prev| prev.event_time <= e.event_time)
         {
             latest.insert(name, e);
         }

@@ -74,7 +74,7 @@ pub(crate) fn condition(
     let cluster_ip = service
         .pointer("/spec/type")
         .and_then(Value::as_str)
-        .map_or(true, |t| t == "ClusterIP");
+        .is_none_or(|t| t == "ClusterIP");
     if cluster_ip {
         let ports = service.pointer("/spec/ports").and_then(Value::as_array);
         let Some(port_name) = ports
