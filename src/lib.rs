@@ -112,7 +112,8 @@ pub use api::{
     ServiceReference, StringMap,
 };
 pub use client::{
-    AuthConfig, Client, Config, ConfigError, ConnectOptions, Error, ExecConfig, TlsConfig,
+    AuthConfig, Client, Config, ConfigError, ConnectOptions, Error, ExecConfig, Impersonation,
+    TlsConfig,
 };
 pub use controller::manifests::parse_api_services;
 pub use controller::{

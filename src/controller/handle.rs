@@ -86,6 +86,7 @@ impl ControllerOptions {
     }
 
     /// The ownership policy these options describe.
+    #[doc(hidden)]
     pub fn ownership(&self) -> Ownership {
         Ownership {
             label_key: self.label_key.clone(),
@@ -471,23 +472,27 @@ impl Controller {
     }
 
     /// The workqueue's metrics (queue name [`QUEUE_NAME`]), for `/metrics`.
+    #[doc(hidden)]
     pub fn queue_metrics(&self) -> Arc<QueueMetrics> {
         self.inner.queue.metrics().clone()
     }
 
     /// The controller's own counters (syncs, manifest reloads); the manifest reload loop
     /// reports into them with [`ControllerMetrics::manifest_reload`].
+    #[doc(hidden)]
     pub fn metrics(&self) -> &Arc<ControllerMetrics> {
         &self.inner.report.metrics
     }
 
     /// The Event recorder (disabled unless [`ControllerOptions::events_instance`] is set),
     /// e.g. to record a refusal such as [`EventReason::EmptySetRefused`](super::events::EventReason).
+    #[doc(hidden)]
     pub fn events(&self) -> &EventRecorder {
         &self.inner.report.events
     }
 
     /// The set sizes behind the controller's gauges, counted now.
+    #[doc(hidden)]
     pub fn gauges(&self) -> Gauges {
         self.inner.gauges()
     }
@@ -552,16 +557,19 @@ impl Controller {
 
     /// The heartbeats of this controller's threads (groups `reflector` and `workers`);
     /// others may register theirs (the manifest watcher). `/healthz` checks them.
+    #[doc(hidden)]
     pub fn liveness(&self) -> &Arc<Liveness> {
         &self.inner.liveness
     }
 
     /// The ownership policy (label key, adopt, allow-empty) this controller applies.
+    #[doc(hidden)]
     pub fn ownership(&self) -> &Ownership {
         &self.inner.ownership
     }
 
     /// Writes that redid work another writer had undone, and fights reported, since start.
+    #[doc(hidden)]
     pub fn contested_writes(&self) -> (u64, u64) {
         (
             self.inner.fights.contested_writes(),
@@ -603,6 +611,7 @@ impl Controller {
 
     /// How long the API server has not answered and why, while writes are paused for it;
     /// `None` while it answers.
+    #[doc(hidden)]
     pub fn unreachable(&self) -> Option<(Duration, String)> {
         self.inner.reach.down()
     }
