@@ -399,7 +399,7 @@ fn plan_prints_the_bundle_as_subject_fingerprint_and_expiry_and_a_bad_source_as_
     assert!(out.contains("notAfter=2031-07-09T00:00:00Z"), "{out}");
     assert!(
         out.contains(
-            "v1.b.example.com  2C    blocked  desired, absent: CA bundle not usable: \
+            "v1.b.example.com  2C    blocked  -          desired, absent: CA bundle not usable: \
              Secret certs/missing key ca.crt: not found"
         ),
         "{out}"

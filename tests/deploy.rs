@@ -115,6 +115,23 @@ fn test_args(args: &[String], manifests: &Path, kubeconfig: &Path) -> Vec<String
     out
 }
 
+/// An example shipped commented out, uncommented (one leading `# ` or `#` off each line).
+fn uncomment(text: &str) -> String {
+    text.lines()
+        .map(|l| l.strip_prefix("# ").or(l.strip_prefix('#')).unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// The ConfigMap's examples, uncommented: file name → text.
+fn example_data(objs: &[(String, Value)]) -> BTreeMap<String, String> {
+    configmap_data(objs)
+        .into_iter()
+        .map(|(k, v)| (k, uncomment(&v)))
+        .collect()
+}
+
 /// The ConfigMap's `data` as file name → text.
 fn configmap_data(objs: &[(String, Value)]) -> BTreeMap<String, String> {
     let cm = find(objs, "ConfigMap", "autoregister-manifests");
@@ -219,13 +236,21 @@ fn deploy_yaml_parses_and_the_deployment_matches_the_cli_contract() {
         .unwrap();
     let cm_name = volume["configMap"]["name"].as_str().unwrap();
     assert_eq!(cm_name, "autoregister-manifests");
+    // As shipped they register nothing (no unavailable API by default); uncommented, the
+    // examples are valid manifests.
     let scratch = Scratch::new("deploy-yaml");
     for (file, text) in configmap_data(&objs) {
         std::fs::write(scratch.path(&file), text).unwrap();
     }
     let desired = autoregister::controller::load(&scratch.0, DEFAULT_LABEL_KEY)
         .unwrap_or_else(|e| panic!("ConfigMap manifests: {e:?}"));
-    assert!(!desired.is_empty());
+    assert!(desired.is_empty(), "deploy/ registers {:?}", desired.keys());
+    for (file, text) in example_data(&objs) {
+        std::fs::write(scratch.path(&file), text).unwrap();
+    }
+    let desired = autoregister::controller::load(&scratch.0, DEFAULT_LABEL_KEY)
+        .unwrap_or_else(|e| panic!("ConfigMap examples: {e:?}"));
+    assert!(desired.len() >= 2, "{:?}", desired.keys());
 
     // The ServiceAccount the pod runs as is the subject of every binding.
     let sa = pod["serviceAccountName"].as_str().unwrap();
@@ -235,11 +260,15 @@ fn deploy_yaml_parses_and_the_deployment_matches_the_cli_contract() {
             assert_eq!(b["subjects"][0]["name"], sa, "{kind}");
             assert_eq!(b["subjects"][0]["namespace"], namespace, "{kind}");
             let role_kind = b["roleRef"]["kind"].as_str().unwrap();
-            let role = find(&objs, role_kind, b["roleRef"]["name"].as_str().unwrap());
-            assert_eq!(
-                role["metadata"]["namespace"], b["metadata"]["namespace"],
-                "{kind} and its {role_kind} share a namespace"
-            );
+            let role = find_role(&objs, b);
+            if role_kind == "Role" {
+                assert_eq!(
+                    role["metadata"]["namespace"], b["metadata"]["namespace"],
+                    "{kind} and its {role_kind} share a namespace"
+                );
+            } else {
+                assert!(role["metadata"]["namespace"].is_null(), "{kind}");
+            }
         }
     }
 
@@ -277,6 +306,8 @@ type Access = (String, String, String, String);
 fn group_of(resource: &str) -> &'static str {
     match resource {
         "apiservices" => "apiregistration.k8s.io",
+        "services" => "",
+        "endpointslices" => "discovery.k8s.io",
         "leases" => "coordination.k8s.io",
         "events" => "events.k8s.io",
         "secrets" | "configmaps" => "",
@@ -284,16 +315,36 @@ fn group_of(resource: &str) -> &'static str {
     }
 }
 
-/// What the RBAC objects grant: ClusterRole rules at any scope, Role rules in their namespace.
+/// The Role or ClusterRole a binding refers to (a Role in the binding's namespace).
+fn find_role<'a>(objs: &'a [(String, Value)], binding: &Value) -> &'a Value {
+    let kind = binding["roleRef"]["kind"].as_str().unwrap();
+    let name = binding["roleRef"]["name"].as_str().unwrap();
+    objs.iter()
+        .map(|(_, v)| v)
+        .find(|v| {
+            v["kind"] == kind
+                && v["metadata"]["name"] == name
+                && (kind == "ClusterRole"
+                    || v["metadata"]["namespace"] == binding["metadata"]["namespace"])
+        })
+        .unwrap_or_else(|| panic!("deploy/ has no {kind} {name} for {binding}"))
+}
+
+/// What the bindings grant, as Kubernetes reads them: a ClusterRoleBinding grants its
+/// ClusterRole at any scope, a RoleBinding grants its Role or ClusterRole in its namespace.
 fn granted(objs: &[(String, Value)]) -> BTreeSet<Access> {
     let mut out = BTreeSet::new();
-    for (kind, scoped) in [("ClusterRole", false), ("Role", true)] {
-        for role in all(objs, kind) {
+    for (kind, scoped) in [("ClusterRoleBinding", false), ("RoleBinding", true)] {
+        for binding in all(objs, kind) {
             let ns = if scoped {
-                role["metadata"]["namespace"].as_str().unwrap().to_string()
+                binding["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
             } else {
                 String::new()
             };
+            let role = find_role(objs, binding);
             for rule in role["rules"].as_array().unwrap() {
                 let list = |f: &str| -> Vec<String> {
                     rule[f]
@@ -465,7 +516,8 @@ fn the_deployment_follows_a_configmap_data_swap_records_events_and_needs_exactly
         }
     }
     let mut volume = ConfigMapDir::new(scratch.path("manifests"));
-    let mut data = configmap_data(&objs);
+    // The examples uncommented, as a user who runs their backends would.
+    let mut data = example_data(&objs);
     volume.publish(&data);
     let first = autoregister::controller::load(&volume.dir, DEFAULT_LABEL_KEY).unwrap();
     let names: Vec<String> = first.keys().cloned().collect();

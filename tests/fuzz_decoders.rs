@@ -9,10 +9,6 @@
 mod rng;
 #[path = "support/scripted.rs"]
 mod scripted;
-// The binary's own duration parser, compiled here unchanged (it uses only `std`).
-#[allow(dead_code)]
-#[path = "../src/cli/duration.rs"]
-mod duration;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -20,11 +16,13 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+// The duration parser of the flags and the withdrawal annotation.
 use autoregister::api::{APIService, WatchEvent};
 use autoregister::client::{
     Api, AuthConfig, Canceller, Client, Config, Error, ExecConfig, WatchParams,
 };
 use autoregister::ops::{OpsServer, OpsSources};
+use autoregister::runtime::duration;
 use autoregister::runtime::reflector::list_all;
 use rng::{mutate, Rng};
 use scripted::{Answer, Server};

@@ -1282,9 +1282,32 @@ fn discovery_documents() {
         [
             "apiregistration.k8s.io",
             "coordination.k8s.io",
-            "events.k8s.io"
+            "events.k8s.io",
+            "discovery.k8s.io"
         ]
     );
+    // The core group: Services (read by the availability check).
+    let (_, core) = raw_json(&s, "GET", "/api", "", &Value::Null);
+    assert_eq!(core["versions"], json!(["v1"]));
+    let (_, r) = raw_json(&s, "GET", "/api/v1", "", &Value::Null);
+    let services = r["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "services")
+        .unwrap();
+    assert_eq!(services["namespaced"], json!(true));
+    let svc = json!({"metadata": {"name": "svc"}, "spec": {"ports": [{"port": 443}]}});
+    let (code, _) = raw_json(&s, "POST", "/api/v1/namespaces/ns/services", "", &svc);
+    assert_eq!(code, 201);
+    let (code, got) = raw_json(
+        &s,
+        "GET",
+        "/api/v1/namespaces/ns/services/svc",
+        "",
+        &Value::Null,
+    );
+    assert_eq!((code, &got["kind"]), (200, &json!("Service")));
     let (_, r) = raw_json(&s, "GET", "/apis/events.k8s.io/v1", "", &Value::Null);
     assert_eq!(
         (&r["resources"][0]["name"], &r["resources"][0]["namespaced"]),

@@ -180,6 +180,67 @@ fn process_plays_kube_apiserver_with_crd_groups() {
                 && w["cell"] == "2C"),
         "{writes}"
     );
+
+    // The availability controller, driven by Services and EndpointSlices, and the switch
+    // that fails a backend's discovery check.
+    let condition = |addr: &str| -> (String, String) {
+        let (_, body) = plain_request(
+            addr,
+            "GET",
+            "/apis/apiregistration.k8s.io/v1/apiservices/v1.served.example.com",
+            "",
+        );
+        let o: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let c = &o["status"]["conditions"][0];
+        (
+            c["status"].as_str().unwrap_or("").to_string(),
+            c["reason"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let apiservice = r#"{"metadata": {"name": "v1.served.example.com"}, "spec": {"group": "served.example.com", "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 10, "service": {"namespace": "ns", "name": "svc", "port": 443}}}"#;
+    let (status, _) = plain_request(
+        &addr,
+        "POST",
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        apiservice,
+    );
+    assert!(status.contains(" 201 "), "{status}");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while condition(&addr).1 != "ServiceNotFound" && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(condition(&addr), ("False".into(), "ServiceNotFound".into()));
+    for (path, body) in [
+        (
+            "/api/v1/namespaces/ns/services",
+            r#"{"metadata": {"name": "svc"}, "spec": {"ports": [{"name": "https", "port": 443}]}}"#,
+        ),
+        (
+            "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices",
+            r#"{"metadata": {"name": "svc-1", "labels": {"kubernetes.io/service-name": "svc"}}, "addressType": "IPv4", "endpoints": [{"addresses": ["127.0.0.1"]}], "ports": [{"name": "https", "port": 8443}]}"#,
+        ),
+    ] {
+        let (status, _) = plain_request(&addr, "POST", path, body);
+        assert!(status.contains(" 201 "), "{path}: {status}");
+    }
+    let (status, _) = plain_request(
+        &addr,
+        "POST",
+        "/_testserver/kube-apiserver/failing-discovery",
+        r#"{"namespace": "ns", "service": "svc"}"#,
+    );
+    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(
+        condition(&addr),
+        ("False".into(), "FailedDiscoveryCheck".into())
+    );
+    plain_request(
+        &addr,
+        "DELETE",
+        "/_testserver/kube-apiserver/failing-discovery",
+        r#"{"namespace": "ns", "service": "svc"}"#,
+    );
+    assert_eq!(condition(&addr), ("True".into(), "Passed".into()));
     let _ = child.kill();
     let _ = child.wait();
 }

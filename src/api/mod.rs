@@ -1,6 +1,7 @@
 //! API types: the Kubernetes objects this program reads and writes.
 
 mod apiservice;
+mod endpointslice;
 mod event;
 mod extra;
 mod extra_map;
@@ -10,6 +11,7 @@ mod lease;
 mod meta;
 mod resource;
 mod secret;
+mod service;
 mod status;
 mod string_map;
 pub mod time;
@@ -20,6 +22,9 @@ pub use apiservice::{
     APIService, APIServiceCondition, APIServiceSpec, APIServiceStatus, ServiceReference,
     AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START, DEFAULT_LABEL_KEY,
 };
+pub use endpointslice::{
+    Endpoint, EndpointConditions, EndpointPort, EndpointSlice, SERVICE_NAME_LABEL,
+};
 pub use event::{Event, ObjectReference};
 pub use extra_map::Extra;
 pub use label::{is_reserved_label_key, validate_label_key};
@@ -27,6 +32,7 @@ pub use lease::{Lease, LeaseSpec};
 pub use meta::{ListMeta, ObjectList, ObjectMeta, RawJson};
 pub use resource::Resource;
 pub use secret::{ConfigMap, Secret};
+pub use service::{Service, ServicePort, ServiceSpec};
 pub use status::{Status, StatusCause, StatusDetails};
 pub use string_map::StringMap;
 pub use watch::{RawWatchEvent, WatchEvent};

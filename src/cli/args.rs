@@ -15,13 +15,13 @@ use super::duration;
 /// Usage text printed for `--help` and after usage errors.
 pub const USAGE: &str = "\
 usage:
-  autoregister run  --manifests PATH [--once] [--timeout DUR] [--workers N]
+  autoregister run  --manifests PATH [--once [--wait-available]] [--timeout DUR] [--workers N]
                     [--kubeconfig FILE] [--context NAME] [--server URL] [--as USER] [--as-group G]
                     [--qps F] [--burst N] [--resync DUR] [--relist DUR] [--health-addr ADDR]
                     [--leader-elect] [--lease-namespace NS] [--lease-name NAME]
                     [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
                     [--leader-elect-retry-period DUR]
-                    [--label-key KEY] [--adopt] [--allow-empty]
+                    [--label-key KEY] [--adopt] [--allow-empty] [--withdraw-unavailable DUR]
                     [--events[=BOOL]] [--ca-expiry-warning DUR] [--log-format text|json]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--as USER] [--as-group G] [--as-uid UID]
@@ -62,6 +62,13 @@ pub const FLAGS: &str = "  --manifests PATH         required; a file or a direct
 /// The flags of `run` alone, with their ranges and defaults.
 pub const RUN_FLAGS: &str =
     "  --once                   converge once and exit 0, or exit 1 after --timeout (default: off)
+  --wait-available         with --once: also wait (within --timeout) until every desired
+                           APIService backed by a service is Available (default: off)
+  --withdraw-unavailable DUR
+                           delete an APIService of ours unavailable for DUR and register it
+                           again when its Service has a ready endpoint (default: off; the
+                           annotation autoregister.dev/withdraw-unavailable-after: DUR|never
+                           sets it per object)
   --workers N              worker threads, 1..=256 (default 2)
   --resync DUR             re-deliver every cached object this often, >= 1s; 0 = never (default)
   --relist DUR             list everything from the server again this often (default 10m;
@@ -229,6 +236,11 @@ pub struct RunArgs {
     pub manifests: PathBuf,
     /// `--once`.
     pub once: bool,
+    /// `--wait-available` (with `--once`): also wait until every desired APIService backed by
+    /// a service is `Available`.
+    pub wait_available: bool,
+    /// `--withdraw-unavailable DUR`: withdraw an APIService of ours unavailable this long.
+    pub withdraw_unavailable: Option<Duration>,
     /// `--timeout` (for `--once`).
     pub timeout: Duration,
     /// `--workers`.
@@ -343,6 +355,8 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     }
     let mut manifests = None;
     let mut once = false;
+    let mut wait_available = false;
+    let mut withdraw_unavailable = None;
     // `run --once` converges within 60 s; `plan` only lists, 30 s is plenty.
     let mut timeout = Duration::from_secs(if sub == "plan" { 30 } else { 60 });
     let mut leader = LeaderConfig::default();
@@ -452,6 +466,19 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 run_only("once")?;
                 once = bool_value(&mut parser, "once")?;
             }
+            Long("wait-available") => {
+                run_only("wait-available")?;
+                wait_available = true;
+            }
+            Long("withdraw-unavailable") => {
+                run_only("withdraw-unavailable")?;
+                let d = duration::parse(&value(&mut parser)?)
+                    .map_err(|e| format!("--withdraw-unavailable: {e}"))?;
+                if d.is_zero() {
+                    return Err("--withdraw-unavailable must be longer than 0".into());
+                }
+                withdraw_unavailable = Some(d);
+            }
             Long("timeout") if sub != "version" => {
                 timeout =
                     duration::parse(&value(&mut parser)?).map_err(|e| format!("--timeout: {e}"))?;
@@ -544,10 +571,15 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
         }
     }
     leader.validate()?;
+    if wait_available && !once {
+        return Err("--wait-available needs --once".into());
+    }
     Ok(if sub == "run" {
         Command::Run(RunArgs {
             manifests,
             once,
+            wait_available,
+            withdraw_unavailable,
             timeout,
             workers,
             resync,

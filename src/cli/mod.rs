@@ -1,6 +1,7 @@
 //! The `autoregister` command line: argument parsing and the `run` / `plan` commands.
 
 pub mod args;
+mod available;
 pub mod connect;
 pub mod duration;
 pub mod logging;

@@ -88,6 +88,7 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     options.adopt = o.adopt;
     options.allow_empty = o.allow_empty;
     options.events_instance = args.events.then(|| identity.clone());
+    options.withdraw_unavailable = args.withdraw_unavailable;
     options.ca_expiry_warning = args.ca_expiry_warning;
     let controller = Controller::new(client, options);
     let leader_metrics = args
@@ -254,6 +255,16 @@ fn once(
             Ok(()) => {
                 let (_, total) = controller.progress();
                 info!("converged: {}", text::count(total, "APIService"));
+                if args.wait_available {
+                    match super::available::wait(controller, deadline) {
+                        super::available::Available::Yes => {}
+                        super::available::Available::Stopped => return End::Signal,
+                        super::available::Available::TimedOut => {
+                            controller.events().flush(EVENT_FLUSH);
+                            return End::TimedOut;
+                        }
+                    }
+                }
                 // The Events of this run's writes, before shutdown drops what is queued.
                 controller.events().flush(EVENT_FLUSH);
                 return End::Converged;

@@ -266,7 +266,28 @@ pub struct Facts<'a> {
     pub present_at_start: bool,
     /// The whole desired set is empty (the guard against mass deregistration).
     pub desired_set_empty: bool,
+    /// Withdrawal of an unavailable registration (opt-in; [`Withdrawal::Keep`] otherwise).
+    pub withdrawal: Withdrawal,
 }
+
+/// Whether a desired APIService of ours is withdrawn: deliberately absent while its backend
+/// is unavailable, so the cluster's discovery stays healthy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// Keep it registered (withdrawal off, or the backend is available or looks ready again).
+    #[default]
+    Keep,
+    /// It has been unavailable for longer than allowed: delete it (UID precondition).
+    Due,
+    /// Withdrawn, and its backend does not look ready yet (or the backoff holds it): do not create.
+    Held,
+}
+
+/// The reason of a withdrawal's delete (the worker records the withdrawal on success).
+pub const WITHDRAW_UNAVAILABLE: &str = "withdrawn: unavailable too long";
+
+/// The reason of a withdrawn name left absent.
+pub const WITHDRAWN_HELD: &str = "withdrawn: backend not ready";
 
 /// What the worker should do.
 #[derive(Clone, Debug, PartialEq)]
@@ -440,6 +461,8 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
                 None => (Action::None, "not desired, absent"),
                 // 2B "once" enforcement: a missing onstart object is not recreated.
                 Some(_) if once_done => (Action::None, ONSTART_ENTRY_SYNCED),
+                // Deliberately absent: restored when its backend looks ready.
+                Some(_) if facts.withdrawal == Withdrawal::Held => (Action::None, WITHDRAWN_HELD),
                 // 2B, 2C
                 Some(d) => (
                     Action::Create(ownership.labelled(&d.object, d.mode)),
@@ -490,6 +513,19 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
             ),
         };
     };
+    if facts.withdrawal == Withdrawal::Due && !curr_on_start {
+        // 6B/6C: ours, continuously synced, unavailable too long. (Onstart objects are never
+        // withdrawn: nothing would bring them back before a restart.)
+        if let (Some(name), Some(uid)) = (&curr.metadata.name, &curr.metadata.uid) {
+            return (
+                Action::Delete {
+                    name: name.to_string(),
+                    uid: uid.to_string(),
+                },
+                WITHDRAW_UNAVAILABLE,
+            );
+        }
+    }
     if curr.spec == desired.object.spec {
         return (Action::None, "spec up to date");
     }
@@ -559,6 +595,7 @@ mod tests {
                 synced_once,
                 present_at_start,
                 desired_set_empty: false,
+                withdrawal: Withdrawal::Keep,
             },
         )
     }
@@ -866,7 +903,46 @@ mod tests {
             synced_once,
             present_at_start: true,
             desired_set_empty,
+            withdrawal: Withdrawal::Keep,
         }
+    }
+
+    #[test]
+    fn withdrawal_deletes_an_unavailable_registration_and_holds_it_absent() {
+        let own = Ownership::default();
+        let d = desired(SyncMode::Always);
+        let curr = cached(Some("true"), "foo");
+        let mut f = facts(Some(&d), &curr, true, false);
+        f.withdrawal = Withdrawal::Due;
+        let got = decide(&own, &f);
+        assert_eq!(got.cell.to_string(), "6C");
+        assert_eq!(got.reason, WITHDRAW_UNAVAILABLE);
+        assert!(matches!(got.action, Action::Delete { ref uid, .. } if uid == "uid-1"));
+        // Not ours: never withdrawn.
+        let theirs = cached(None, "foo");
+        let mut f = facts(Some(&d), &theirs, true, false);
+        f.withdrawal = Withdrawal::Due;
+        assert_eq!(decide(&own, &f).action, Action::None);
+        // Withdrawn and absent: no create until the backend looks ready.
+        let held = Facts {
+            desired: Some(&d),
+            current: Current::NotFound,
+            synced_once: true,
+            present_at_start: true,
+            desired_set_empty: false,
+            withdrawal: Withdrawal::Held,
+        };
+        let got = decide(&own, &held);
+        assert_eq!(
+            (got.cell.to_string(), got.action),
+            ("2C".into(), Action::None)
+        );
+        assert_eq!(got.reason, WITHDRAWN_HELD);
+        let back = Facts {
+            withdrawal: Withdrawal::Keep,
+            ..held
+        };
+        assert_eq!(decide(&own, &back).action.verb(), "create");
     }
 
     #[test]

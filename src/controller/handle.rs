@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
+use super::availability::Availability;
 use super::ca::{CaSource, CaSources};
 use super::decision::{Desired, Ownership, SyncMode};
 use super::events::EventRecorder;
@@ -61,6 +62,10 @@ pub struct ControllerOptions {
     /// Record Kubernetes Events for writes and refusals, reported by this instance name
     /// (the leader-election identity); `None` (the default): no Events.
     pub events_instance: Option<String>,
+    /// Withdraw an APIService of ours that has been unavailable this long, until its backend
+    /// looks ready (`None`, the default: only where the annotation
+    /// `autoregister.dev/withdraw-unavailable-after` asks).
+    pub withdraw_unavailable: Option<Duration>,
     /// A CA bundle whose first certificate expires within this long gets a Warning Event
     /// (default [`DEFAULT_EXPIRY_WARNING`](super::ca::DEFAULT_EXPIRY_WARNING), 14 days).
     pub ca_expiry_warning: Duration,
@@ -79,6 +84,7 @@ impl ControllerOptions {
             label_key: label_key.into(),
             adopt: false,
             allow_empty: false,
+            withdraw_unavailable: None,
             field_manager: None,
             ca_expiry_warning: super::ca::DEFAULT_EXPIRY_WARNING,
         }
@@ -134,6 +140,8 @@ struct Inner {
     store: Arc<Store<APIService>>,
     queue: Arc<RateLimitingQueue<String>>,
     report: Reporters,
+    /// Availability of our APIServices; withdrawal of unavailable ones.
+    availability: Arc<Availability>,
     /// Sources of desired CA bundles and their watches.
     ca: CaSources,
     threads: Mutex<Threads>,
@@ -159,17 +167,35 @@ struct Enqueue {
     inner: Weak<Inner>,
 }
 
+impl Enqueue {
+    /// Availability first, so the sync the add brings sees it.
+    fn observe(&self, obj: &APIService, gone: bool) {
+        if let Some(inner) = self.inner.upgrade() {
+            if gone {
+                inner.availability.observe_gone(obj.name());
+            } else {
+                inner
+                    .availability
+                    .observe(obj, inner.ownership.is_managed(obj));
+            }
+        }
+    }
+}
+
 impl EventHandler<APIService> for Enqueue {
     fn on_add(&self, obj: &Arc<APIService>) {
+        self.observe(obj, false);
         if let Some(inner) = self.inner.upgrade() {
             inner.state.note_seen(obj.name());
         }
         self.queue.add(obj.name().to_string());
     }
     fn on_update(&self, _old: &Arc<APIService>, new: &Arc<APIService>) {
+        self.observe(new, false);
         self.queue.add(new.name().to_string());
     }
     fn on_delete(&self, obj: &Arc<APIService>) {
+        self.observe(obj, true);
         self.queue.add(obj.name().to_string());
     }
     /// After an outage, names whose writes failed meanwhile wait a per-name backoff grown
@@ -247,6 +273,17 @@ impl Controller {
         };
         let client = client.with_canceller(&cancel).with_write_gate(gate);
         let queue = Arc::new(RateLimitingQueue::with_defaults(QUEUE_NAME));
+        let availability = Availability::new(
+            client.clone(),
+            ReflectorOptions {
+                resync: None,
+                relist: options.relist,
+                ..Default::default()
+            },
+            queue.clone(),
+            events.clone(),
+            options.withdraw_unavailable,
+        );
         // Sources are only read: the write gate does not concern them, the canceller does.
         let ca = CaSources::new(client.clone(), queue.clone(), options.ca_expiry_warning);
         let inner = Arc::new(Inner {
@@ -261,6 +298,7 @@ impl Controller {
             store: Arc::new(Store::new()),
             queue,
             report: Reporters::new(Arc::new(ControllerMetrics::new()), events),
+            availability,
             ca,
             threads: Mutex::new(Threads::default()),
             reach,
@@ -298,6 +336,7 @@ impl Controller {
         if self.inner.state.remove_desired(name).is_some() {
             debug!("{name}: removed from the desired set");
         }
+        self.inner.availability.track_desired(name, None);
         self.inner.ca.forget(name);
         self.inner.queue.add(name.to_string());
     }
@@ -310,13 +349,13 @@ impl Controller {
             return;
         }
         let was_empty = self.inner.state.desired_is_empty();
+        let desired = Desired::shared(obj, mode);
+        self.inner.availability.track_desired(&name, Some(&desired));
         // A malformed annotation tracks nothing; the sync reports it (and writes nothing).
         self.inner
             .ca
-            .track(&name, CaSource::of(&obj).ok().flatten());
-        self.inner
-            .state
-            .set_desired(name.clone(), Desired::shared(obj, mode));
+            .track(&name, CaSource::of(&desired.object).ok().flatten());
+        self.inner.state.set_desired(name.clone(), desired);
         self.inner.queue.add(name);
         if was_empty {
             // The empty-set guard may be holding leftovers: with a set again, decide them anew.
@@ -357,6 +396,7 @@ impl Controller {
             }),
             opts,
         ));
+        self.inner.availability.start();
         let inner = self.inner.clone();
         let starter = std::thread::Builder::new()
             .name("autoregister-start".into())
@@ -479,8 +519,60 @@ impl Controller {
     /// The controller's metrics (counters and gauges) in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
         let mut out = self.inner.report.metrics.render_prometheus(self.gauges());
+        out.push_str(&self.inner.availability.render_prometheus());
         out.push_str(&self.inner.ca.render_metrics());
         out
+    }
+
+    /// Availability of our APIServices and withdrawal of unavailable ones.
+    pub fn availability(&self) -> &Availability {
+        &self.inner.availability
+    }
+
+    /// Waits until every desired APIService backed by a service is ours and `Available`
+    /// (local ones are served by kube-apiserver itself and not waited for); on timeout or
+    /// shutdown returns which are not, and why.
+    pub fn wait_available(&self, timeout: Duration) -> Result<(), Vec<Pending>> {
+        let deadline = deadline_after(Instant::now(), timeout);
+        let inner = &self.inner;
+        let not_available = || -> Vec<Pending> {
+            let mut names = inner.state.desired_names();
+            names.sort();
+            names
+                .into_iter()
+                .filter_map(|name| {
+                    let desired = inner.state.desired(&name)?;
+                    desired.object.spec.service.as_ref()?;
+                    let reason = match inner.store.get(&name) {
+                        _ if inner.availability.is_withdrawn(&name) => {
+                            "withdrawn: its backend does not look ready".to_string()
+                        }
+                        None => "not registered".to_string(),
+                        Some(o) if !inner.ownership.is_managed(&o) => {
+                            "held by an object that is not ours".to_string()
+                        }
+                        Some(o) => match super::availability::Observed::of(&o) {
+                            super::availability::Observed::Available { .. } => return None,
+                            other => other.to_string(),
+                        },
+                    };
+                    Some(Pending {
+                        name,
+                        reason,
+                        blocked: false,
+                    })
+                })
+                .collect()
+        };
+        inner.state.wait_until(deadline, || {
+            not_available().is_empty() || inner.queue.is_shutting_down()
+        });
+        let left = not_available();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(left)
+        }
     }
 
     /// The heartbeats of this controller's threads (groups `reflector` and `workers`);
@@ -528,6 +620,7 @@ impl Controller {
         if let Some(r) = &self.inner.threads.lock().reflector {
             r.stop();
         }
+        self.inner.availability.stop();
         self.inner.ca.stop();
         self.inner.cancel.cancel();
         // Workers waiting for the server to come back stop waiting.
@@ -562,6 +655,7 @@ impl Controller {
         for h in threads.others.drain(..) {
             let _ = h.join();
         }
+        self.inner.availability.shutdown();
         self.inner.ca.shutdown();
         // An Event being written ends within its timeout.
         self.inner.report.events.shutdown();
@@ -672,6 +766,7 @@ impl Inner {
                 api: &self.api,
                 fights: &self.fights,
                 report: &self.report,
+                availability: &self.availability,
                 may_write: &may_write,
                 ca: &self.ca,
             };

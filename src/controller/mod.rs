@@ -1,5 +1,6 @@
 //! The autoregister controller: desired set, decision table, workers, manifests.
 
+pub mod availability;
 pub mod ca;
 pub mod decision;
 pub mod events;
@@ -12,7 +13,7 @@ mod state;
 mod sync;
 
 pub use decision::{
-    decide, Action, Cell, Current, Decision, Desired, Facts, Owner, Ownership, SyncMode,
+    decide, Action, Cell, Current, Decision, Desired, Facts, Owner, Ownership, SyncMode, Withdrawal,
 };
 pub use events::{EventReason, EventRecorder};
 pub use fights::{FightDetector, FIGHT_THRESHOLD, FIGHT_WINDOW};

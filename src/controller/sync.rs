@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
+use super::availability::Availability;
 use super::ca::{CaSources, Unresolved};
 use super::decision::{
     decide, Action, Cell, Current, Decision, Desired, Facts, Ownership, NOT_OURS_SPEC_MATCHES,
-    ONSTART_CREATED_AFTER_START, ONSTART_ENTRY_SYNCED, ONSTART_OBJECT_SYNCED,
+    ONSTART_CREATED_AFTER_START, ONSTART_ENTRY_SYNCED, ONSTART_OBJECT_SYNCED, WITHDRAW_UNAVAILABLE,
 };
 use super::events::EventReason;
 use super::fights::{FightDetector, FIGHT_WINDOW};
@@ -35,6 +36,8 @@ pub(crate) struct SyncContext<'a> {
     pub may_write: &'a dyn Fn() -> Result<(), String>,
     /// Metrics, Events and "left alone" notices.
     pub report: &'a Reporters,
+    /// Availability and withdrawal of unavailable registrations.
+    pub availability: &'a Availability,
     /// Where desired CA bundles come from.
     pub ca: &'a CaSources,
 }
@@ -126,9 +129,11 @@ pub(crate) fn plan(
     state: &State,
     store: &Store<APIService>,
     ownership: &Ownership,
+    availability: &Availability,
     name: &str,
     desired: Option<Desired>,
 ) -> Decision {
+    let withdrawal = availability.withdrawal(name, desired.as_ref());
     let cached = store.get(name);
     let current = match cached.as_deref() {
         Some(obj) => Current::Present(obj),
@@ -142,6 +147,7 @@ pub(crate) fn plan(
             synced_once: state.synced_once(name),
             present_at_start: state.present_at_start(name),
             desired_set_empty: state.desired_is_empty(),
+            withdrawal,
         },
     )
 }
@@ -158,7 +164,17 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Ok(d) => d,
         Err(held) => return held,
     };
-    let decision = plan(cx.state, cx.store, cx.ownership, name, desired.clone());
+    let decision = plan(
+        cx.state,
+        cx.store,
+        cx.ownership,
+        cx.availability,
+        name,
+        desired.clone(),
+    );
+    let withdrawing = decision.reason == WITHDRAW_UNAVAILABLE;
+    // A create of a withdrawn name restores it: that Event says why.
+    let restoring = cx.availability.is_withdrawn(name);
     let cell = decision.cell;
     let why = Why(cell, decision.reason);
     let uid = cx
@@ -243,7 +259,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Action::Error(message) => ("error", None, Err(SyncError::Decision(message))),
         Action::Create(obj) => (
             "create",
-            Some(EventReason::Registered),
+            (!restoring).then_some(EventReason::Registered),
             write(cx.api.create_uid(&obj)),
         ),
         Action::Update(obj) => (
@@ -263,7 +279,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             };
             (
                 "delete",
-                Some(EventReason::Deregistered),
+                // A withdrawal has an Event of its own.
+                (!withdrawing).then_some(EventReason::Deregistered),
                 write(cx.api.delete(&n, &p).map(|()| Some(uid))),
             )
         }
@@ -288,7 +305,14 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
                     .events
                     .record(name, written_uid.as_deref(), reason, &note);
             }
-            if cx.state.synced_once(name) {
+            // Our own withdrawal and restore undo nobody's work.
+            let ours = if withdrawing {
+                cx.availability.withdrawn(name, written_uid.as_deref());
+                true
+            } else {
+                verb == "create" && cx.availability.created(name, written_uid.as_deref())
+            };
+            if cx.state.synced_once(name) && !ours {
                 notice_contested(cx, name, verb);
             }
         }
@@ -624,6 +648,15 @@ mod tests {
             report: &Reporters::new(
                 Arc::new(crate::controller::metrics::ControllerMetrics::new()),
                 crate::controller::events::EventRecorder::disabled(),
+            ),
+            availability: &Availability::new(
+                api.client().clone(),
+                Default::default(),
+                Arc::new(crate::runtime::workqueue::RateLimitingQueue::with_defaults(
+                    "t",
+                )),
+                crate::controller::events::EventRecorder::disabled(),
+                None,
             ),
         };
         let e = sync(&cx, "v1.x.example.com").unwrap_err();

@@ -2,6 +2,7 @@
 
 pub mod backoff;
 pub mod clock;
+pub mod duration;
 pub mod leader;
 pub mod liveness;
 pub mod prng;

@@ -127,6 +127,38 @@ pub(crate) static KINDS: &[Kind] = &[
         unknown_fields: |_| Vec::new(),
         fields: super::core_events::event_fields,
     },
+    // Read by kube-aggregator's availability check (kube-apiserver mode) and by the
+    // controller's backend watch; stored as given, no validation beyond the type.
+    Kind {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        singular: "service",
+        namespaced: true,
+        status_subresource: false,
+        categories: &["all"],
+        short_names: &["svc"],
+        default: |_| {},
+        validate: |_| Ok(Vec::new()),
+        unknown_fields: |_| Vec::new(),
+        fields: metadata_fields,
+    },
+    Kind {
+        group: "discovery.k8s.io",
+        version: "v1",
+        kind: "EndpointSlice",
+        plural: "endpointslices",
+        singular: "endpointslice",
+        namespaced: true,
+        status_subresource: false,
+        categories: &[],
+        short_names: &[],
+        default: |_| {},
+        validate: |_| Ok(Vec::new()),
+        unknown_fields: |_| Vec::new(),
+        fields: metadata_fields,
+    },
 ];
 
 /// The kind served at `/apis/<group>/<version>/<plural>`.

@@ -589,6 +589,16 @@ impl TestServer {
             .set_crd_group(&self.shared, group, version, false);
     }
 
+    /// kube-apiserver mode: the availability controller's discovery check of the Service
+    /// `namespace/service` fails (`FailedDiscoveryCheck`, a backend that listens but does not
+    /// serve its API) or passes again; returns once the conditions were written.
+    ///
+    /// Panics when the server is not in kube-apiserver mode (a broken test).
+    pub fn set_discovery_failing(&self, namespace: &str, service: &str, failing: bool) {
+        self.kube_apiserver_mode()
+            .set_discovery_failing(&self.shared, namespace, service, failing);
+    }
+
     fn kube_apiserver_mode(&self) -> &kas::KubeApiserver {
         match &self.shared.kas {
             Some(k) => k,

@@ -42,6 +42,12 @@ pub struct Entry {
     pub involves_us: bool,
     /// The dry run's answer.
     pub dry_run: DryRun,
+    /// The `Available` condition of our object: `True`, `False`, `Unknown`; `-` otherwise.
+    pub available: &'static str,
+    /// Why our object is unavailable.
+    pub unavailable: Option<String>,
+    /// A running instance holds the name withdrawn: its `Withdrawn` Event's note.
+    pub withdrawn: Option<String>,
     /// The CA bundle it would carry and where it comes from (from a source or literal).
     pub ca: Option<PlannedBundle>,
 }
@@ -75,6 +81,9 @@ impl Entry {
             once: None,
             involves_us: desired || ours,
             dry_run: DryRun::NotSent,
+            available: "-",
+            unavailable: None,
+            withdrawn: None,
             ca: None,
         };
         let writes = !matches!(
@@ -174,6 +183,13 @@ impl Entry {
             DryRun::Refused(msg) => json!({"result": "refused", "message": msg}),
         };
         m.insert("dryRun".into(), dry);
+        m.insert("available".into(), json!(self.available));
+        if let Some(u) = &self.unavailable {
+            m.insert("unavailable".into(), json!(u));
+        }
+        if let Some(w) = &self.withdrawn {
+            m.insert("withdrawn".into(), json!(w));
+        }
         Value::Object(m)
     }
 
@@ -197,6 +213,12 @@ impl Entry {
         }
         if let Some(o) = self.once {
             out.push(o.to_string());
+        }
+        if let Some(u) = &self.unavailable {
+            out.push(u.clone());
+        }
+        if let Some(w) = &self.withdrawn {
+            out.push(format!("withdrawn by a running instance: {w}"));
         }
         match &self.dry_run {
             DryRun::NotSent => {}

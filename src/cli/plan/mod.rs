@@ -1,6 +1,7 @@
 //! `autoregister plan`: what `run` would do for every name, proven by a server-side dry run
 //! (`dryRun=All`) unless `--dry-run=none`; nothing is stored.
 
+mod availability;
 mod diff;
 mod entry;
 
@@ -100,6 +101,7 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
                     synced_once: false,
                     present_at_start: current.is_some(),
                     desired_set_empty: desired.is_empty(),
+                    withdrawal: Default::default(),
                 },
             );
             let bundle = bundles.get(name.as_str()).cloned();
@@ -113,9 +115,27 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
             }
             let mut e = Entry::new(name, d, current, desired.contains_key(name), &ownership);
             e.ca = bundle;
+            e.available = availability::column(current, &ownership);
+            e.unavailable = availability::detail(current, &ownership);
             e
         })
         .collect();
+    // Desired names with no object: a running instance may hold them withdrawn.
+    let absent: Vec<&str> = desired
+        .keys()
+        .filter(|n| !existing.contains_key(*n))
+        .map(String::as_str)
+        .collect();
+    match availability::withdrawn(&client, &cancel, &absent) {
+        Ok(withdrawn) => {
+            for e in &mut entries {
+                e.withdrawn = withdrawn.get(&e.name).cloned();
+            }
+        }
+        Err(e) => eprintln!(
+            "autoregister: cannot tell which APIServices are withdrawn (listing Events: {e})"
+        ),
+    }
     if args.dry_run {
         // The fieldManager `run` writes with: the program named by the User-Agent.
         let manager = api.client().config().program_name().to_string();
@@ -219,7 +239,11 @@ fn write_text(out: &mut impl Write, args: &PlanArgs, entries: &[Entry]) -> std::
         .collect();
     let hidden = entries.len() - shown.len();
     let width = shown.iter().map(|e| e.name.len()).max().unwrap_or(4).max(4);
-    writeln!(out, "{:width$}  CELL  {:7}  REASON", "NAME", "ACTION")?;
+    writeln!(
+        out,
+        "{:width$}  CELL  {:7}  {:9}  REASON",
+        "NAME", "ACTION", "AVAILABLE"
+    )?;
     for e in &shown {
         let detail = e
             .detail
@@ -228,10 +252,11 @@ fn write_text(out: &mut impl Write, args: &PlanArgs, entries: &[Entry]) -> std::
             .unwrap_or_default();
         writeln!(
             out,
-            "{:width$}  {:<4}  {:7}  {}{detail}",
+            "{:width$}  {:<4}  {:7}  {:9}  {}{detail}",
             e.name,
             e.cell.to_string(),
             e.action.verb(),
+            e.available,
             e.reason
         )?;
         for line in e.detail_lines() {

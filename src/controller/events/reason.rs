@@ -18,6 +18,16 @@ pub enum EventReason {
     /// Refused to delete managed APIServices because the desired set became empty
     /// (Warning, action `Delete`; `--allow-empty` permits it).
     EmptySetRefused,
+    /// An APIService of ours became unavailable (Warning, action `Check`): its
+    /// `Available` condition turned `False`.
+    Unavailable,
+    /// An APIService of ours became available again (action `Check`).
+    Available,
+    /// Deleted an APIService of ours that stayed unavailable, held as withdrawn until its
+    /// backend looks ready (Warning, action `Delete`).
+    Withdrawn,
+    /// Registered a withdrawn APIService again: its backend looks ready (action `Create`).
+    Restored,
     /// The server refused a write as invalid (422); not sent again until the manifest or
     /// the object changes (Warning, action `Write`).
     Rejected,
@@ -30,13 +40,17 @@ pub enum EventReason {
 
 impl EventReason {
     /// Every reason, for documentation and tests.
-    pub const ALL: [EventReason; 9] = [
+    pub const ALL: [EventReason; 13] = [
         EventReason::Registered,
         EventReason::Updated,
         EventReason::Deregistered,
         EventReason::Adopted,
         EventReason::NotOwned,
         EventReason::EmptySetRefused,
+        EventReason::Unavailable,
+        EventReason::Available,
+        EventReason::Withdrawn,
+        EventReason::Restored,
         EventReason::Rejected,
         EventReason::CABundleInvalid,
         EventReason::CABundleExpiring,
@@ -51,6 +65,10 @@ impl EventReason {
             EventReason::Adopted => "Adopted",
             EventReason::NotOwned => "NotOwned",
             EventReason::EmptySetRefused => "EmptySetRefused",
+            EventReason::Unavailable => "Unavailable",
+            EventReason::Available => "Available",
+            EventReason::Withdrawn => "Withdrawn",
+            EventReason::Restored => "Restored",
             EventReason::Rejected => "Rejected",
             EventReason::CABundleInvalid => "CABundleInvalid",
             EventReason::CABundleExpiring => "CABundleExpiring",
@@ -63,6 +81,8 @@ impl EventReason {
             EventReason::NotOwned
             | EventReason::EmptySetRefused
             | EventReason::Rejected
+            | EventReason::Unavailable
+            | EventReason::Withdrawn
             | EventReason::CABundleInvalid
             | EventReason::CABundleExpiring => "Warning",
             _ => "Normal",
@@ -72,9 +92,12 @@ impl EventReason {
     /// The Event's `action`: what was done, or (for a refusal) not done.
     pub fn action(self) -> &'static str {
         match self {
-            EventReason::Registered => "Create",
+            EventReason::Registered | EventReason::Restored => "Create",
             EventReason::Updated => "Update",
-            EventReason::Deregistered | EventReason::EmptySetRefused => "Delete",
+            EventReason::Deregistered | EventReason::EmptySetRefused | EventReason::Withdrawn => {
+                "Delete"
+            }
+            EventReason::Unavailable | EventReason::Available => "Check",
             EventReason::Adopted => "Adopt",
             EventReason::NotOwned => "Skip",
             EventReason::Rejected => "Write",

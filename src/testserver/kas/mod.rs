@@ -13,6 +13,7 @@
 //! gives) and are not in the request log, which holds client requests only; they are kept in
 //! their own list ([`KubeApiserverWrite`]).
 
+mod availability;
 mod builtins;
 mod rules;
 mod writes;
@@ -76,6 +77,8 @@ pub(crate) struct KubeApiserver {
     last_pass: Mutex<Option<(u64, u64)>>,
     pass_done: Condvar,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The availability controller's discovery-check switch.
+    discovery: availability::DiscoverySwitch,
 }
 
 fn crd_desired(group: &str, version: &str) -> (String, Desired) {
@@ -122,6 +125,7 @@ impl KubeApiserver {
             last_pass: Mutex::new(None),
             pass_done: Condvar::new(),
             thread: Mutex::new(None),
+            discovery: availability::DiscoverySwitch::default(),
         }
     }
 
@@ -166,6 +170,25 @@ impl KubeApiserver {
         }
         // Bump under the store lock: the thread checks the generation under it and then waits
         // on the store's condition variable, so the wake-up cannot fall between the two.
+        let epoch = {
+            let st = shared.store.state.lock();
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            st.epoch
+        };
+        shared.store.changed.notify_all();
+        self.wait_pass(epoch);
+    }
+
+    /// Makes the discovery check of a Service's APIServices fail (or pass again); returns once
+    /// a pass has seen it.
+    pub(crate) fn set_discovery_failing(
+        &self,
+        shared: &Shared,
+        namespace: &str,
+        service: &str,
+        failing: bool,
+    ) {
+        self.discovery.set(namespace, service, failing);
         let epoch = {
             let st = shared.store.state.lock();
             self.generation.fetch_add(1, Ordering::SeqCst);
@@ -247,6 +270,8 @@ fn run(shared: &Shared) {
         }
         let desired = kas.desired.lock().clone();
         retry = pass(shared, kas, &mut proc, &desired, &current);
+        // kube-aggregator's availability controller, for APIServices backed by a Service.
+        retry |= availability::pass(shared, &kas.discovery);
         *kas.last_pass.lock() = Some((epoch, generation));
         kas.pass_done.notify_all();
     }
