@@ -77,6 +77,20 @@ impl State {
         previous
     }
 
+    /// Notes that a sync decided after `name`'s removal (column A) succeeded: its removal
+    /// is done. A sync decided before the removal says nothing about it, and neither does
+    /// one while our create of it has not reached the cache: that sync saw nothing to
+    /// delete, and the watch event showing it decides the name again.
+    pub(crate) fn note_removal_synced(&self, name: &str) {
+        if self.unseen_creates.lock().contains(name) {
+            return;
+        }
+        if self.removed.lock().remove(name) {
+            let _guard = self.progress_lock.lock();
+            self.progress.notify_all();
+        }
+    }
+
     /// Notes a successful create of `name`, not yet shown by the cache.
     pub(crate) fn note_created(&self, name: &str) {
         self.unseen_creates.lock().insert(name.into());
@@ -236,7 +250,6 @@ impl State {
                         .map_or_else(|| Arc::from(name), |(k, _)| k.clone());
                     self.synced_once.lock().insert(key);
                 }
-                self.removed.lock().remove(name);
                 self.failures.lock().remove(name);
                 self.blocked.lock().remove(name);
                 self.rejected.lock().remove(name);
@@ -386,6 +399,20 @@ mod tests {
         );
         s.note_seen("a");
         assert_eq!(s.unsynced(|_| true, 10), ["a"], "still ours in the cache");
+        s.record_outcome("a", Outcome::Synced);
+        assert_eq!(
+            s.unsynced(|_| true, 10),
+            ["a"],
+            "a sync decided before the removal does not end it"
+        );
+        s.note_removal_synced("a");
+        assert!(
+            s.unsynced(|_| true, 10).is_empty(),
+            "a sync decided after it does (row 4: an onstart object stays, as upstream)"
+        );
+        s.remove_desired("a");
+        s.set_desired("a".into(), desired("a"));
+        s.remove_desired("a");
         assert!(s.unsynced(|_| false, 10).is_empty(), "gone from the cache");
         s.note_created("a");
         s.note_relisted();

@@ -231,6 +231,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             left_alone(cx.report, name, &decision, &why, manifest_differs);
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             cx.state.record_outcome(name, Outcome::Synced);
+            removal_synced(cx, name, cell);
             return Ok(());
         }
         Action::Blocked(blocked) => {
@@ -350,7 +351,19 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         Err(e) => Outcome::Failed(format!("{verb}: {e}")),
     };
     cx.state.record_outcome(name, outcome);
+    if result.is_ok() {
+        removal_synced(cx, name, cell);
+    }
     result.map(drop)
+}
+
+/// After a successful sync decided in column A (not desired): the name's removal is done,
+/// unless the object appeared in the cache since the decision saw it absent (its event
+/// decides the name again, and that sync finishes the removal).
+fn removal_synced(cx: &SyncContext<'_>, name: &str, cell: Cell) {
+    if cell.column() == 'A' && !(cell.row() == 2 && cx.store.get(name).is_some()) {
+        cx.state.note_removal_synced(name);
+    }
 }
 
 /// The desired entry of `name` with its CA bundle filled from its source; a source that
