@@ -492,7 +492,8 @@ fn plan_shows_availability_and_withdrawn_names_with_why() {
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
 
-    let (code, out) = Proc::command("plan", &server, &scratch, &[]).wait_exit(binary::WAIT);
+    let (code, out) =
+        Proc::command("plan", &server, &scratch, &[]).wait_exit_stdout_first(binary::WAIT);
     assert_eq!(code, 0, "{out}");
     let row = |name: &str| -> Vec<String> {
         out.lines()

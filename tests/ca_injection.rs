@@ -389,7 +389,7 @@ fn plan_prints_the_bundle_as_subject_fingerprint_and_expiry_and_a_bad_source_as_
     let s = Scratch::new("ca-plan");
     s.write("a.yaml", &from_secret("a.example.com", "certs/api-ca"));
     s.write("b.yaml", &from_secret("b.example.com", "certs/missing"));
-    let (code, out) = Proc::command("plan", &server, &s, &[]).wait_exit(WAIT);
+    let (code, out) = Proc::command("plan", &server, &s, &[]).wait_exit_stdout_first(WAIT);
     assert_eq!(code, 0, "{out}");
     eprintln!("{out}");
     assert!(
@@ -405,7 +405,8 @@ fn plan_prints_the_bundle_as_subject_fingerprint_and_expiry_and_a_bad_source_as_
         "{out}"
     );
     // -o json: the same summary, and no base64 of the bundle anywhere.
-    let (code, json_out) = Proc::command("plan", &server, &s, &["-o", "json"]).wait_exit(WAIT);
+    let (code, json_out) =
+        Proc::command("plan", &server, &s, &["-o", "json"]).wait_exit_stdout_first(WAIT);
     assert_eq!(code, 0, "{json_out}");
     let start = json_out.find('{').unwrap();
     let end = json_out.rfind('}').unwrap();

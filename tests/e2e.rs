@@ -482,7 +482,7 @@ fn an_update_the_server_refuses_is_retried_when_the_object_changes() {
 
 /// `plan` as a user runs it against `server`, with `extra` flags.
 fn plan(server: &TestServer, s: &Scratch, extra: &[&str]) -> (i32, String) {
-    Proc::command("plan", server, s, extra).wait_exit(WAIT)
+    Proc::command("plan", server, s, extra).wait_exit_stdout_first(WAIT)
 }
 
 /// The line of `out` starting with `name` and a blank, and the indented lines under it.

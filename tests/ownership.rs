@@ -153,7 +153,7 @@ fn plan_names_the_owner_and_what_adopt_would_do_and_writes_nothing() {
     let apps_uid = uid(&server, "v1.apps");
     let s = Scratch::new("plan-owner");
     s.write("a.yaml", &manifest("a.example.com", &[], 10));
-    let (code, out) = Proc::command("plan", &server, &s, &["--all"]).wait_exit(WAIT);
+    let (code, out) = Proc::command("plan", &server, &s, &["--all"]).wait_exit_stdout_first(WAIT);
     assert_eq!(code, 0, "{out}");
     let line = |name: &str| {
         out.lines()
@@ -174,7 +174,7 @@ fn plan_names_the_owner_and_what_adopt_would_do_and_writes_nothing() {
             && a.contains("--adopt would take it over"),
         "{out}"
     );
-    let (code, out) = Proc::command("plan", &server, &s, &["--adopt"]).wait_exit(WAIT);
+    let (code, out) = Proc::command("plan", &server, &s, &["--adopt"]).wait_exit_stdout_first(WAIT);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.lines()
@@ -182,8 +182,8 @@ fn plan_names_the_owner_and_what_adopt_would_do_and_writes_nothing() {
         "{out}"
     );
     // With kube-apiserver's own key the built-in would be ours to delete: plan warns.
-    let (code, out) =
-        Proc::command("plan", &server, &s, &["--label-key", AUTO_MANAGED_LABEL]).wait_exit(WAIT);
+    let (code, out) = Proc::command("plan", &server, &s, &["--label-key", AUTO_MANAGED_LABEL])
+        .wait_exit_stdout_first(WAIT);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("warning: --label-key kube-aggregator.kubernetes.io/automanaged is kube-apiserver's own label"), "{out}");
     assert!(
@@ -523,7 +523,7 @@ fn against_kube_apiserver_plan_once_and_run_leave_its_objects_alone_and_ours_sta
         &manifest("b.example.com", &[(AUTO_MANAGED_LABEL, "true")], 10),
     );
 
-    let (code, out) = Proc::command("plan", &server, &s, &["--all"]).wait_exit(WAIT);
+    let (code, out) = Proc::command("plan", &server, &s, &["--all"]).wait_exit_stdout_first(WAIT);
     assert_eq!(code, 0, "{out}");
     for (name, ..) in &before {
         let line = out

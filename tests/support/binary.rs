@@ -186,7 +186,10 @@ pub const PROXY_VARS: [&str; 8] = [
 /// The running binary, its stdout and stderr collected by threads.
 pub struct Proc {
     child: Child,
+    /// Both streams, lines interleaved as they were read.
     log: Arc<Mutex<String>>,
+    /// Each stream on its own (stderr, stdout): the order between the two is not kept.
+    streams: [Arc<Mutex<String>>; 2],
     /// How many of the two pipes reached end of file.
     closed: Arc<AtomicUsize>,
 }
@@ -214,20 +217,30 @@ impl Proc {
             .spawn()
             .unwrap();
         let log = Arc::new(Mutex::new(String::new()));
+        let streams: [Arc<Mutex<String>>; 2] = Default::default();
         let closed = Arc::new(AtomicUsize::new(0));
-        for stream in [
+        for (stream, own) in [
             Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
             Box::new(child.stdout.take().unwrap()),
-        ] {
+        ]
+        .into_iter()
+        .zip(streams.clone())
+        {
             let (log, closed) = (log.clone(), closed.clone());
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    own.lock().unwrap().push_str(&format!("{line}\n"));
                     log.lock().unwrap().push_str(&(line + "\n"));
                 }
                 closed.fetch_add(1, Ordering::SeqCst);
             });
         }
-        Proc { child, log, closed }
+        Proc {
+            child,
+            log,
+            streams,
+            closed,
+        }
     }
 
     /// `autoregister <command> --manifests <scratch> --kubeconfig <for server> <extra>`.
@@ -288,6 +301,19 @@ impl Proc {
     /// Everything printed so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
+    }
+
+    /// Waits for exit; returns the code, then stdout whole followed by stderr (a report
+    /// on stdout is not cut by a log line that stderr's reader happened to read first).
+    pub fn wait_exit_stdout_first(mut self, timeout: Duration) -> (i32, String) {
+        let Some(code) = self.wait_for_exit(timeout) else {
+            let _ = self.child.kill();
+            panic!("did not exit within {timeout:?}:\n{}", self.log());
+        };
+        self.drain();
+        let [err, out] = &self.streams;
+        let text = format!("{}{}", out.lock().unwrap(), err.lock().unwrap());
+        (code, text)
     }
 
     /// Waits until the log shows `needle`; fails the test otherwise.
