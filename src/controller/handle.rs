@@ -186,7 +186,9 @@ impl EventHandler<APIService> for Enqueue {
     fn on_add(&self, obj: &Arc<APIService>) {
         self.observe(obj, false);
         if let Some(inner) = self.inner.upgrade() {
-            inner.state.note_seen(obj.name());
+            inner
+                .state
+                .note_seen(obj.name(), obj.metadata.uid.as_deref());
         }
         self.queue.add(obj.name().to_string());
     }
@@ -196,6 +198,11 @@ impl EventHandler<APIService> for Enqueue {
     }
     fn on_delete(&self, obj: &Arc<APIService>) {
         self.observe(obj, true);
+        if let Some(inner) = self.inner.upgrade() {
+            inner
+                .state
+                .note_deleted(obj.name(), obj.metadata.uid.as_deref());
+        }
         self.queue.add(obj.name().to_string());
     }
     /// After an outage, names whose writes failed meanwhile wait a per-name backoff grown

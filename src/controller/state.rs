@@ -8,6 +8,9 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::decision::Desired;
 use crate::runtime::clock::deadline_after;
 
+/// Delete events remembered between relists for [`State::note_deleted`].
+const MAX_DELETED_UIDS: usize = 4096;
+
 /// How one sync of a name ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -44,9 +47,13 @@ pub(crate) struct State {
     /// Names removed from the desired set whose removal has not synced since: a waiter
     /// waits for their deletion (or for the object to stop being ours) too.
     removed: Mutex<HashSet<Arc<str>>>,
-    /// Names this process created whose object the cache has not shown yet: until it
-    /// does, a sync after their removal sees nothing to delete.
-    unseen_creates: Mutex<HashSet<Arc<str>>>,
+    /// Names this process created whose object the cache has not shown yet, with the
+    /// created UID: until it does, a sync sees nothing there (nothing to delete after a
+    /// removal, and a create again would only be answered 409).
+    unseen_creates: Mutex<HashMap<Arc<str>, Option<Box<str>>>>,
+    /// The UID of the last delete event per name, since the last relist: a watch may show
+    /// our create and its deletion by someone else before the create's answer is read.
+    deleted_uids: Mutex<HashMap<Arc<str>, Box<str>>>,
     /// Names in the cache when it first synced; `None` until then.
     at_start: RwLock<Option<HashSet<String>>>,
     /// Last failure per name, cleared on success (for `--once` reports).
@@ -82,7 +89,7 @@ impl State {
     /// one while our create of it has not reached the cache: that sync saw nothing to
     /// delete, and the watch event showing it decides the name again.
     pub(crate) fn note_removal_synced(&self, name: &str) {
-        if self.unseen_creates.lock().contains(name) {
+        if self.unseen_creates.lock().contains_key(name) {
             return;
         }
         if self.removed.lock().remove(name) {
@@ -91,26 +98,65 @@ impl State {
         }
     }
 
-    /// Notes a successful create of `name`, not yet shown by the cache.
-    pub(crate) fn note_created(&self, name: &str) {
-        self.unseen_creates.lock().insert(name.into());
+    /// Notes a successful create of `name` (object `uid`), not yet shown by the cache
+    /// unless a delete event of that very object came first. The caller then checks the
+    /// cache itself ([`note_seen`](Self::note_seen) if it shows the object): noted first,
+    /// checked after, so an event between the two is not lost.
+    pub(crate) fn note_created(&self, name: &str, uid: Option<&str>) {
+        self.unseen_creates
+            .lock()
+            .insert(name.into(), uid.map(Box::from));
+        let deleted = uid.is_some_and(|u| {
+            self.deleted_uids
+                .lock()
+                .get(name)
+                .is_some_and(|d| **d == *u)
+        });
+        if deleted {
+            self.note_seen(name, uid);
+        }
     }
 
     /// Whether this process created `name` and the cache has not shown it yet.
     pub(crate) fn created_unseen(&self, name: &str) -> bool {
-        self.unseen_creates.lock().contains(name)
+        self.unseen_creates.lock().contains_key(name)
     }
 
-    /// Notes that the cache now shows `name` (a watch event or a relist).
-    pub(crate) fn note_seen(&self, name: &str) {
-        if self.unseen_creates.lock().remove(name) {
+    /// Notes that the cache showed object `uid` named `name` (an add event, or the create's
+    /// own check): an unseen create of that object (or of an unknown UID) is seen.
+    pub(crate) fn note_seen(&self, name: &str, uid: Option<&str>) {
+        let seen = {
+            let mut unseen = self.unseen_creates.lock();
+            let ours = unseen.get(name).map(|created| match (created, uid) {
+                (Some(c), Some(u)) => **c == *u,
+                _ => true,
+            });
+            ours == Some(true) && unseen.remove(name).is_some()
+        };
+        if seen {
             let _guard = self.progress_lock.lock();
             self.progress.notify_all();
         }
     }
 
+    /// Notes a delete event of object `uid` named `name`: remembered (its create's answer
+    /// may still be on its way) and, for an unseen create of it, seen.
+    pub(crate) fn note_deleted(&self, name: &str, uid: Option<&str>) {
+        if let Some(u) = uid {
+            let mut deleted = self.deleted_uids.lock();
+            // Bounded: a relist clears it anyway; past this many, forgetting costs at most
+            // a create answered 409 or a removal waited for until the next relist.
+            if deleted.len() >= MAX_DELETED_UIDS {
+                deleted.clear();
+            }
+            deleted.insert(name.into(), u.into());
+        }
+        self.note_seen(name, uid);
+    }
+
     /// Forgets every unseen create: a relist made the cache whole, whatever it shows.
     pub(crate) fn note_relisted(&self) {
+        self.deleted_uids.lock().clear();
         self.unseen_creates.lock().clear();
         let _guard = self.progress_lock.lock();
         self.progress.notify_all();
@@ -170,6 +216,7 @@ impl State {
         let synced = self.synced_once.lock();
         let removed = self.removed.lock();
         let unseen = self.unseen_creates.lock();
+        let unseen = |n: &str| unseen.contains_key(n);
         let left_over = at_start
             .iter()
             .flatten()
@@ -185,7 +232,7 @@ impl State {
         let removing = removed
             .iter()
             .map(|k| &**k)
-            .filter(|n| !desired.contains_key(*n) && (managed(n) || unseen.contains(*n)));
+            .filter(|n| !desired.contains_key(*n) && (managed(n) || unseen(n)));
         unsynced.chain(removing).any(visit)
     }
 
@@ -390,14 +437,20 @@ mod tests {
         s.record_at_start(HashSet::new());
         s.set_desired("a".into(), desired("a"));
         s.record_outcome("a", Outcome::Synced);
-        s.note_created("a");
+        s.note_created("a", Some("u1"));
         s.remove_desired("a");
         assert_eq!(
             s.unsynced(|_| false, 10),
             ["a"],
             "our create is not in the cache yet: nothing there to delete"
         );
-        s.note_seen("a");
+        s.note_seen("a", Some("u0"));
+        assert_eq!(
+            s.unsynced(|_| false, 10),
+            ["a"],
+            "another object of that name is not our create"
+        );
+        s.note_seen("a", Some("u1"));
         assert_eq!(s.unsynced(|_| true, 10), ["a"], "still ours in the cache");
         s.record_outcome("a", Outcome::Synced);
         assert_eq!(
@@ -414,7 +467,7 @@ mod tests {
         s.set_desired("a".into(), desired("a"));
         s.remove_desired("a");
         assert!(s.unsynced(|_| false, 10).is_empty(), "gone from the cache");
-        s.note_created("a");
+        s.note_created("a", None);
         s.note_relisted();
         assert!(
             s.unsynced(|_| false, 10).is_empty(),
@@ -425,5 +478,20 @@ mod tests {
             s.unsynced(|_| true, 10).is_empty(),
             "desired again and synced before: nothing pending"
         );
+    }
+
+    #[test]
+    fn a_create_whose_add_and_delete_events_came_before_its_answer_is_not_unseen() {
+        let s = State::default();
+        // The watch showed our object and someone else's delete of it first.
+        s.note_deleted("a", Some("u1"));
+        s.note_created("a", Some("u1"));
+        assert!(!s.created_unseen("a"), "its delete event was already seen");
+        // An older object's delete says nothing about a new create.
+        s.note_deleted("b", Some("old"));
+        s.note_created("b", Some("new"));
+        assert!(s.created_unseen("b"));
+        s.note_deleted("b", Some("new"));
+        assert!(!s.created_unseen("b"));
     }
 }

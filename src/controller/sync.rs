@@ -292,12 +292,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             if verb == "create" {
                 // Noted first, then checked: the watch may have shown the object already
                 // (its event can overtake this answer); if not, its event clears the note.
-                cx.state.note_created(name);
-                let shown = cx.store.get(name).is_some_and(|o| {
-                    written_uid.is_none() || o.metadata.uid.as_deref() == written_uid.as_deref()
-                });
-                if shown {
-                    cx.state.note_seen(name);
+                cx.state.note_created(name, written_uid.as_deref());
+                if let Some(o) = cx.store.get(name) {
+                    cx.state.note_seen(name, o.metadata.uid.as_deref());
                 }
             }
             if let Some(reason) = reason {
