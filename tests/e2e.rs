@@ -436,10 +436,15 @@ fn a_refused_spec_is_not_retried_until_its_manifest_changes() {
         "{}",
         p.log()
     );
-    assert_eq!(
-        writes(&server, "v1.a.example.com"),
-        ["update 422", "update 200"]
+    // The changed spec is sent once and accepted. A resync that delivers the name between
+    // that answer and its watch event decides from the stale cache and is answered 409
+    // (benign, as upstream: the event decides again); nothing else may follow.
+    let w = writes(&server, "v1.a.example.com");
+    assert!(
+        w.starts_with(&["update 422".to_string(), "update 200".to_string()]),
+        "{w:?}"
     );
+    assert!(w.iter().skip(2).all(|x| x == "update 409"), "{w:?}");
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
     assert_eq!(
