@@ -285,22 +285,14 @@ impl CaSources {
                     store, reflector, ..
                 }),
             ) => {
-                if !store.has_synced() {
-                    return Err(pending(source, reflector));
-                }
-                let obj = store.get(&format!("{namespace}/{name}"));
+                let obj = cached(source, store, reflector, namespace, name);
                 drop(r);
-                let Some(obj) = obj else {
-                    return Err(Unresolved::Invalid(format!("{source}: not found")));
-                };
+                let obj = obj?;
                 let data = obj.data.as_ref();
                 let Some(b64) = data.and_then(|d| d.get(key)) else {
                     return Err(no_key(source, data.map(|d| d.keys())));
                 };
-                let pem = base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|_| Unresolved::Invalid(format!("{source}: value is not base64")))?;
-                bundle(source, &pem)
+                base64_bundle(source, b64)
             }
             (
                 CaSource::ConfigMap {
@@ -312,24 +304,14 @@ impl CaSources {
                     store, reflector, ..
                 }),
             ) => {
-                if !store.has_synced() {
-                    return Err(pending(source, reflector));
-                }
-                let obj = store.get(&format!("{namespace}/{name}"));
+                let obj = cached(source, store, reflector, namespace, name);
                 drop(r);
-                let Some(obj) = obj else {
-                    return Err(Unresolved::Invalid(format!("{source}: not found")));
-                };
+                let obj = obj?;
                 if let Some(text) = obj.data.as_ref().and_then(|d| d.get(key)) {
                     return bundle(source, text.as_bytes());
                 }
                 if let Some(b64) = obj.binary_data.as_ref().and_then(|d| d.get(key)) {
-                    let pem = base64::engine::general_purpose::STANDARD
-                        .decode(b64)
-                        .map_err(|_| {
-                            Unresolved::Invalid(format!("{source}: value is not base64"))
-                        })?;
-                    return bundle(source, &pem);
+                    return base64_bundle(source, b64);
                 }
                 let keys = obj
                     .data
@@ -470,6 +452,31 @@ fn named<K: Resource>(
         trim,
         denied: Arc::default(),
     }
+}
+
+/// The source's object from its watch's cache: pending until the first list, invalid when
+/// absent.
+fn cached<K: Resource>(
+    source: &CaSource,
+    store: &Store<K>,
+    reflector: &ReflectorHandle,
+    namespace: &str,
+    name: &str,
+) -> Result<Arc<K>, Unresolved> {
+    if !store.has_synced() {
+        return Err(pending(source, reflector));
+    }
+    store
+        .get(&format!("{namespace}/{name}"))
+        .ok_or_else(|| Unresolved::Invalid(format!("{source}: not found")))
+}
+
+/// The bundle in a base64 value (a Secret's data, a ConfigMap's binaryData).
+fn base64_bundle(source: &CaSource, b64: &str) -> Result<CaBundle, Unresolved> {
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|_| Unresolved::Invalid(format!("{source}: value is not base64")))?;
+    bundle(source, &pem)
 }
 
 fn pending(source: &CaSource, reflector: &ReflectorHandle) -> Unresolved {
