@@ -1511,15 +1511,16 @@ fn dry_run_all_validates_and_answers_but_stores_nothing() {
         409
     );
     assert_eq!(s.resource_version().to_string(), rv, "no new version");
-    // Only All is a dry-run value.
-    let (code, _) = raw_json(
+    // Only All is a dry-run value: the options fail validation, as kube-apiserver's do.
+    let (code, status) = raw_json(
         &s,
         "POST",
         "/apis/apiregistration.k8s.io/v1/apiservices?dryRun=Some",
         "application/json",
         &serde_json::to_value(svc("d.io")).unwrap(),
     );
-    assert_eq!(code, 400);
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["details"]["kind"], "CreateOptions", "{status}");
     // No watch event for any of it: the first one is the real write that follows.
     a.update(&changed).unwrap();
     assert_eq!(kind_name(&w.next().unwrap().unwrap()), "MODIFIED v1.a.io");
@@ -1544,4 +1545,108 @@ fn an_admission_policy_refuses_with_422_real_and_dry_run_writes_alike() {
     a.create(&svc("ok.io")).unwrap();
     s.set_admission(None);
     a.create(&svc("denied.io")).unwrap();
+}
+
+/// kube-apiserver reads a delete's options from its body when there is one and from the
+/// query only when the body is empty (apiserver handlers/delete.go): a `?dryRun=All`
+/// beside a body without `dryRun` deletes for real.
+#[test]
+fn a_delete_reads_its_options_from_the_body_when_there_is_one() {
+    let s = TestServer::start();
+    let a = api(&s);
+    let path = |name: &str| format!("/apis/apiregistration.k8s.io/v1/apiservices/{name}");
+    let uid = |o: &APIService| o.metadata.uid.as_deref().unwrap().to_string();
+
+    // The query's dryRun with an empty body: a dry run.
+    let kept = a.create(&svc("query.io")).unwrap();
+    let (code, _, _) = raw(
+        &s,
+        "DELETE",
+        &format!("{}?dryRun=All", path("v1.query.io")),
+        "",
+        b"",
+    );
+    assert_eq!(code, 200);
+    assert!(
+        a.get("v1.query.io").is_ok(),
+        "an empty body's query dryRun is honoured"
+    );
+    drop(kept);
+
+    // The body's dryRun beside preconditions: a dry run, preconditions checked.
+    let body_dry = a.create(&svc("body.io")).unwrap();
+    let opts = json!({"apiVersion": "v1", "kind": "DeleteOptions", "dryRun": ["All"],
+                      "preconditions": {"uid": uid(&body_dry)}});
+    let (code, st) = raw_json(&s, "DELETE", &path("v1.body.io"), "application/json", &opts);
+    assert_eq!(code, 200, "{st}");
+    assert!(a.get("v1.body.io").is_ok(), "the body's dryRun is honoured");
+    let wrong = json!({"dryRun": ["All"], "preconditions": {"uid": "other"}});
+    let (code, _) = raw_json(
+        &s,
+        "DELETE",
+        &path("v1.body.io"),
+        "application/json",
+        &wrong,
+    );
+    assert_eq!(code, 409);
+
+    // The old request shape: dryRun in the query, a body with only preconditions. The
+    // query is ignored and the object is gone, as on kube-apiserver.
+    let real = a.create(&svc("real.io")).unwrap();
+    let opts = json!({"apiVersion": "v1", "kind": "DeleteOptions",
+                      "preconditions": {"uid": uid(&real)}});
+    let (code, st) = raw_json(
+        &s,
+        "DELETE",
+        &format!("{}?dryRun=All", path("v1.real.io")),
+        "application/json",
+        &opts,
+    );
+    assert_eq!(code, 200, "{st}");
+    assert!(
+        a.get("v1.real.io").is_err(),
+        "a body without dryRun deletes for real"
+    );
+
+    // Options that fail ValidateDeleteOptions: 422 on DeleteOptions, nothing deleted.
+    for bad in [
+        json!({"dryRun": ["Some"]}),
+        json!({"propagationPolicy": "Sometimes"}),
+    ] {
+        let (code, st) = raw_json(&s, "DELETE", &path("v1.body.io"), "application/json", &bad);
+        assert_eq!(code, 422, "{bad}: {st}");
+        assert_eq!(st["details"]["kind"], "DeleteOptions", "{st}");
+    }
+    assert!(a.get("v1.body.io").is_ok());
+}
+
+/// `with_dry_run()` sends a delete whose dry run kube-apiserver honours: `dryRun` in the
+/// DeleteOptions body beside the preconditions.
+#[test]
+fn with_dry_run_puts_a_deletes_dry_run_in_its_body() {
+    let s = TestServer::start();
+    let a = api(&s);
+    let o = a.create(&svc("a.io")).unwrap();
+    s.clear_requests();
+    let p = DeleteParams {
+        uid: o.metadata.uid.as_deref().map(str::to_string),
+        resource_version: None,
+    };
+    a.clone().with_dry_run().delete("v1.a.io", &p).unwrap();
+    assert!(a.get("v1.a.io").is_ok());
+    let del = s
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "delete")
+        .unwrap();
+    let body = del.body.unwrap();
+    assert_eq!(body["dryRun"], json!(["All"]), "{body}");
+    assert_eq!(
+        body["preconditions"]["uid"],
+        json!(o.metadata.uid.as_deref()),
+        "{body}"
+    );
+    // A real delete carries no dryRun at all.
+    a.delete("v1.a.io", &p).unwrap();
+    assert!(a.get("v1.a.io").is_err());
 }

@@ -128,8 +128,10 @@ impl<K: Resource> Api<K> {
         self
     }
 
-    /// This handle sending every create, update and delete with `dryRun=All`: the server
-    /// validates and admits it and answers as for a real write, storing nothing.
+    /// This handle sending every write as a dry run (`dryRun: [All]`): the server validates
+    /// and admits it and answers as for a real write, storing nothing. Creates and updates
+    /// carry it in the query, deletes in their `DeleteOptions` body, where kube-apiserver
+    /// reads each.
     pub fn with_dry_run(mut self) -> Self {
         self.dry_run = true;
         self
@@ -300,6 +302,10 @@ impl<K: Resource> Api<K> {
 
     /// Deletes `name`, subject to the preconditions in `p`.
     pub fn delete(&self, name: &str, p: &DeleteParams) -> Result<(), Error> {
+        // kube-apiserver reads a delete's options from its body when there is one and from
+        // the query only when the body is empty (apiserver/pkg/endpoints/handlers/delete.go):
+        // `dryRun` must travel inside the DeleteOptions beside the preconditions, or a
+        // "dry" delete is real. Creates, updates and patches read theirs from the query.
         let opts = DeleteOptions {
             api_version: "v1",
             kind: "DeleteOptions",
@@ -309,16 +315,18 @@ impl<K: Resource> Api<K> {
                     resource_version: p.resource_version.clone(),
                 }
             }),
+            dry_run: if self.dry_run { &["All"] } else { &[] },
         };
-        let mut q = Query::default();
-        q.opt("dryRun", self.dry_run.then_some("All"));
-        let path = q.finish(self.object_path(name)?);
-        self.client
-            .send(Verb::Delete, &path, Some(encode_json(&opts)?))?;
+        self.client.send(
+            Verb::Delete,
+            &self.object_path(name)?,
+            Some(encode_json(&opts)?),
+        )?;
         Ok(())
     }
 }
 
+/// `meta/v1` DeleteOptions, the body of every delete.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct DeleteOptions {
@@ -326,6 +334,8 @@ struct DeleteOptions {
     kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     preconditions: Option<Preconditions>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    dry_run: &'static [&'static str],
 }
 
 #[derive(Serialize)]

@@ -134,10 +134,48 @@ impl FieldError {
             message: format!("Invalid value: {shown}: {detail}"),
         }
     }
+
+    /// `field.NotSupported`; a list of strings is shown as Go shows a `[]string`.
+    pub(crate) fn not_supported(
+        field: &str,
+        value: &serde_json::Value,
+        supported: &[&str],
+    ) -> Self {
+        let quote = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => format!("{s:?}"),
+            other => other.to_string(),
+        };
+        let shown = match value {
+            serde_json::Value::Array(items) => format!(
+                "[]string{{{}}}",
+                items.iter().map(quote).collect::<Vec<_>>().join(", ")
+            ),
+            other => quote(other),
+        };
+        let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        FieldError {
+            reason: "FieldValueNotSupported",
+            field: field.to_string(),
+            message: format!(
+                "Unsupported value: {shown}: supported values: {}",
+                supported.join(", ")
+            ),
+        }
+    }
+}
+
+/// 422 Invalid on a request's options (`DeleteOptions`, …), as kube-apiserver answers
+/// options that fail validation: group `meta.k8s.io`, no name.
+pub(crate) fn invalid_options(kind: &'static str, errs: &[FieldError]) -> ApiErr {
+    invalid_named("meta.k8s.io", kind, "", errs)
 }
 
 /// 422 Invalid with one cause per field error.
 pub(crate) fn invalid(kind: &Kind, name: &str, errs: &[FieldError]) -> ApiErr {
+    invalid_named(kind.group, kind.kind, name, errs)
+}
+
+fn invalid_named(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> ApiErr {
     let parts: Vec<String> = errs
         .iter()
         .map(|e| format!("{}: {}", e.field, e.message))
@@ -147,17 +185,17 @@ pub(crate) fn invalid(kind: &Kind, name: &str, errs: &[FieldError]) -> ApiErr {
     } else {
         format!("[{}]", parts.join(", "))
     };
-    let qualified_kind = if kind.group.is_empty() {
-        kind.kind.to_string()
+    let qualified_kind = if group.is_empty() {
+        kind.to_string()
     } else {
-        format!("{}.{}", kind.kind, kind.group)
+        format!("{kind}.{group}")
     };
     let mut s = Status::failure(
         422,
         "Invalid",
         format!("{qualified_kind} \"{name}\" is invalid: {list}"),
     );
-    s = with_details(s, name, kind.group, kind.kind);
+    s = with_details(s, name, group, kind);
     if let Some(d) = s.details.as_mut() {
         d.causes = errs
             .iter()

@@ -51,15 +51,22 @@ fn strict_check(kind: &Kind, req: &Request, body: &Value, before: &Value) -> Res
     )))
 }
 
-/// `dryRun=All` as kube-apiserver reads it: validate and admit, store nothing. Any other
-/// value is refused, as the real server refuses it.
-fn dry_run(req: &Request) -> Result<bool, ApiErr> {
+/// `dryRun=All` in the query, where kube-apiserver reads a create's, update's and patch's
+/// options (`handlers/create.go`, `update.go`, `patch.go`): validate and admit, store
+/// nothing. Any other value fails the options' validation (`ValidateCreateOptions` and its
+/// siblings): 422 on `options` (`CreateOptions`, `UpdateOptions`, `PatchOptions`).
+fn dry_run(req: &Request, options: &'static str) -> Result<bool, ApiErr> {
     match req.query("dryRun") {
         None => Ok(false),
         Some("All") => Ok(true),
-        Some(other) => Err(errors::bad_request(format!(
-            "Invalid dryRun value: {other:?}: valid values are [All]"
-        ))),
+        Some(other) => Err(errors::invalid_options(
+            options,
+            &[errors::FieldError::not_supported(
+                "dryRun",
+                &json!([other]),
+                &["All"],
+            )],
+        )),
     }
 }
 
@@ -136,7 +143,7 @@ pub(crate) fn create(
 ) -> Result<(Response, Arc<Value>), ApiErr> {
     let body = parse_body(req)?;
     strict_check(kind, req, &body, &Value::Null)?;
-    let obj = store.create(kind, ns, body, manager, dry_run(req)?)?;
+    let obj = store.create(kind, ns, body, manager, dry_run(req, "CreateOptions")?)?;
     Ok((object(201, &obj), obj))
 }
 
@@ -151,7 +158,7 @@ pub(crate) fn update(
     manager: &str,
 ) -> Result<Response, ApiErr> {
     let body = parse_body(req)?;
-    let dry = dry_run(req)?;
+    let dry = dry_run(req, "UpdateOptions")?;
     let obj = store.update(kind, ns, name, status_only, manager, dry, |cur| {
         strict_check(kind, req, &body, cur)?;
         Ok(body)
@@ -185,7 +192,7 @@ pub(crate) fn patch(
         "application/json-patch+json" => true,
         other => return Err(errors::unsupported_media_type(other)),
     };
-    let dry = dry_run(req)?;
+    let dry = dry_run(req, "PatchOptions")?;
     let obj = store.update(kind, ns, name, status_only, manager, dry, |cur| {
         let mut new = cur.clone();
         if json_patch {
@@ -209,7 +216,7 @@ pub(crate) fn patch(
     Ok(object(200, &obj))
 }
 
-/// `DELETE .../<plural>/<name>`, honouring `DeleteOptions.preconditions`.
+/// `DELETE .../<plural>/<name>`, honouring the request's `DeleteOptions`.
 pub(crate) fn delete(
     store: &Store,
     kind: &'static Kind,
@@ -217,10 +224,41 @@ pub(crate) fn delete(
     name: &str,
     req: &Request,
 ) -> Result<Response, ApiErr> {
+    let opts = delete_options(req)?;
+    let obj = store.delete(kind, ns, name, &opts.preconditions, opts.dry_run)?;
+    Ok(object(200, &obj))
+}
+
+/// What a delete's `DeleteOptions` ask for (the parts this server acts on or checks).
+struct DeleteOpts {
+    preconditions: Preconditions,
+    dry_run: bool,
+}
+
+/// A delete's options, read where kube-apiserver reads them: from the body's
+/// `DeleteOptions` when the body is non-empty, and from the query only when it is empty
+/// (`k8s.io/apiserver/pkg/endpoints/handlers/delete.go`, `DeleteResource`). So a
+/// `?dryRun=All` beside a body without `dryRun` is ignored and the delete is real.
+/// The options are then checked as `ValidateDeleteOptions` checks them
+/// (`k8s.io/apimachinery/pkg/apis/meta/v1/validation`): a 422 on `DeleteOptions`.
+fn delete_options(req: &Request) -> Result<DeleteOpts, ApiErr> {
     let mut pre = Preconditions::default();
-    if !req.body.is_empty() {
+    let (dry, policy): (Vec<String>, Option<String>) = if req.body.is_empty() {
+        let dry = req
+            .query("dryRun")
+            .map(str::to_string)
+            .into_iter()
+            .collect();
+        (dry, req.query("propagationPolicy").map(str::to_string))
+    } else {
         let opts: Value = serde_json::from_slice(&req.body)
             .map_err(|e| errors::bad_request(format!("cannot decode DeleteOptions: {e}")))?;
+        // `null` decodes to empty options in Go, as it does here.
+        if !opts.is_object() && !opts.is_null() {
+            return Err(errors::bad_request(
+                "decoded object cannot be converted to DeleteOptions",
+            ));
+        }
         let p = opts.get("preconditions");
         let s = |k: &str| {
             p.and_then(|p| p.get(k))
@@ -229,7 +267,47 @@ pub(crate) fn delete(
         };
         pre.uid = s("uid");
         pre.resource_version = s("resourceVersion");
+        let dry = match opts.get("dryRun") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(v)) => v
+                .iter()
+                .map(|d| d.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| errors::bad_request("DeleteOptions.dryRun: expected strings"))?,
+            Some(_) => {
+                return Err(errors::bad_request(
+                    "DeleteOptions.dryRun: expected an array of strings",
+                ))
+            }
+        };
+        let policy = opts
+            .get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        (dry, policy)
+    };
+    let mut errs = Vec::new();
+    if let Some(p) =
+        policy.filter(|p| !matches!(p.as_str(), "Foreground" | "Background" | "Orphan"))
+    {
+        errs.push(errors::FieldError::not_supported(
+            "propagationPolicy",
+            &json!(p),
+            &["Foreground", "Background", "Orphan", "nil"],
+        ));
     }
-    let obj = store.delete(kind, ns, name, &pre, dry_run(req)?)?;
-    Ok(object(200, &obj))
+    if dry.iter().any(|d| d != "All") {
+        errs.push(errors::FieldError::not_supported(
+            "dryRun",
+            &json!(dry),
+            &["All"],
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(errors::invalid_options("DeleteOptions", &errs));
+    }
+    Ok(DeleteOpts {
+        preconditions: pre,
+        dry_run: !dry.is_empty(),
+    })
 }

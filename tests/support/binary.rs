@@ -161,6 +161,15 @@ pub fn is_write(r: &RequestRecord) -> bool {
     matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete")
 }
 
+/// Whether a logged write is a dry run where kube-apiserver looks for it: a delete's
+/// `DeleteOptions` body when it has one, else the query (apiserver handlers/delete.go).
+pub fn is_dry_run(r: &RequestRecord) -> bool {
+    match (&r.body, r.verb.as_str()) {
+        (Some(body), "delete") => body["dryRun"] == json!(["All"]),
+        _ => r.query.split('&').any(|kv| kv == "dryRun=All"),
+    }
+}
+
 /// Writes the server logged for `name`, as `verb code`.
 pub fn writes(server: &TestServer, name: &str) -> Vec<String> {
     server
