@@ -211,7 +211,7 @@ pub fn parse_file(
             document: None,
             line: first_content_line(text),
         };
-        match serde_json::from_str::<Value>(text) {
+        match serde_json::from_slice::<Value>(text.as_bytes()) {
             Ok(doc) => found.take(&shared, label_key, Ok(doc), &src),
             Err(e) => {
                 src.line = e.line();
