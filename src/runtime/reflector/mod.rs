@@ -7,6 +7,7 @@
 //! Failures wait an exponential, jittered backoff.
 
 mod handler;
+mod kind;
 mod list;
 mod lister_watcher;
 mod replace;
@@ -29,6 +30,8 @@ use crate::runtime::backoff::BackoffConfig;
 use crate::runtime::liveness::Liveness;
 use crate::runtime::reachability::{Change, Reachability};
 use crate::runtime::store::Store;
+
+use kind::{Kind, Typed};
 
 pub use handler::EventHandler;
 pub use list::{list_all, Listed};
@@ -103,52 +106,59 @@ impl Reflector {
         handler: Arc<dyn EventHandler<K>>,
         opts: ReflectorOptions,
     ) -> ReflectorHandle {
-        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-        let shutdown = Arc::new(Shutdown {
-            state: Mutex::new(StopState::default()),
-            stop_tx: Mutex::new(Some(stop_tx)),
-            stop_rx,
-        });
-        let deliver = Arc::new(Mutex::new(()));
-        if let Some(reach) = &opts.reachability {
-            // Weak: the gate outlives this reflector (it belongs to the caller).
-            let shutdown = Arc::downgrade(&shutdown);
-            reach.subscribe(move |change| {
-                if let (Change::Lost(_), Some(s)) = (change, shutdown.upgrade()) {
-                    s.probe();
-                }
-            });
-        }
-
-        let resync = opts.resync.map(|period| {
-            let (store, handler, shutdown, deliver) = (
-                store.clone(),
-                handler.clone(),
-                shutdown.clone(),
-                deliver.clone(),
-            );
-            std::thread::Builder::new()
-                .name(format!("resync-{}", K::PLURAL))
-                .spawn(move || {
-                    run::resync_loop(period, &store, handler.as_ref(), &shutdown, &deliver)
-                })
-        });
-        let main = {
-            let shutdown = shutdown.clone();
-            std::thread::Builder::new()
-                .name(format!("reflector-{}", K::PLURAL))
-                .spawn(move || run::Runner::new(lw, store, handler, opts, shutdown, deliver).run())
+        let kind = Typed {
+            lw: Box::new(lw),
+            store,
+            handler,
         };
-        let mut threads = Vec::new();
-        for t in [Some(main), resync].into_iter().flatten() {
-            match t {
-                Ok(h) => threads.push(h),
-                // Out of threads: nothing sensible to do but say so; the store never syncs.
-                Err(e) => log::error!("cannot start a reflector thread for {}: {e}", K::PLURAL),
-            }
-        }
-        ReflectorHandle { shutdown, threads }
+        spawn_kind(K::PLURAL, Arc::new(kind), opts)
     }
+}
+
+/// [`Reflector::spawn`] past the typed seam: compiled once for every kind.
+fn spawn_kind(
+    plural: &'static str,
+    kind: Arc<dyn Kind>,
+    opts: ReflectorOptions,
+) -> ReflectorHandle {
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let shutdown = Arc::new(Shutdown {
+        state: Mutex::new(StopState::default()),
+        stop_tx: Mutex::new(Some(stop_tx)),
+        stop_rx,
+    });
+    let deliver = Arc::new(Mutex::new(()));
+    if let Some(reach) = &opts.reachability {
+        // Weak: the gate outlives this reflector (it belongs to the caller).
+        let shutdown = Arc::downgrade(&shutdown);
+        reach.subscribe(move |change| {
+            if let (Change::Lost(_), Some(s)) = (change, shutdown.upgrade()) {
+                s.probe();
+            }
+        });
+    }
+
+    let resync = opts.resync.map(|period| {
+        let (kind, shutdown, deliver) = (kind.clone(), shutdown.clone(), deliver.clone());
+        std::thread::Builder::new()
+            .name(format!("resync-{plural}"))
+            .spawn(move || run::resync_loop(period, kind.as_ref(), &shutdown, &deliver))
+    });
+    let main = {
+        let shutdown = shutdown.clone();
+        std::thread::Builder::new()
+            .name(format!("reflector-{plural}"))
+            .spawn(move || run::Runner::new(plural, kind, opts, shutdown, deliver).run())
+    };
+    let mut threads = Vec::new();
+    for t in [Some(main), resync].into_iter().flatten() {
+        match t {
+            Ok(h) => threads.push(h),
+            // Out of threads: nothing sensible to do but say so; the store never syncs.
+            Err(e) => log::error!("cannot start a reflector thread for {plural}: {e}"),
+        }
+    }
+    ReflectorHandle { shutdown, threads }
 }
 
 /// Owns a running reflector; dropping it stops the reflector and waits for it.
