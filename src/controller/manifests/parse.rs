@@ -240,12 +240,9 @@ pub fn parse_file(
     }
 }
 
-/// Straight into a JSON value that refuses duplicate keys (see [`JsonValue`]), by the fast
-/// path when the document is plain enough. Aliases may expand only so far (see `crate::yaml`).
+/// Straight into a JSON value that refuses duplicate keys (see [`JsonValue`]). Aliases may
+/// expand only so far (see `crate::yaml`).
 fn yaml_to_json(text: &str) -> Result<Value, (Option<usize>, String)> {
-    if let Some(value) = super::fast_yaml::parse(text) {
-        return Ok(value);
-    }
     crate::yaml::from_str::<JsonValue>(text)
         .map(|v| v.0)
         .map_err(|e| (e.line, format!("invalid YAML: {e}")))
