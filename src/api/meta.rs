@@ -186,7 +186,7 @@ fn managers_of(raw: &RawJson) -> Vec<String> {
         })
         .collect();
     // RFC 3339 times in UTC sort as strings; the stable sort keeps the server's order on ties.
-    entries.sort_by(|a, b| b.0.cmp(&a.0));
+    crate::sort::sort_by(&mut entries, |a, b| b.0.cmp(&a.0));
     let mut out: Vec<String> = Vec::new();
     for (_, m) in entries {
         if !out.contains(&m) {

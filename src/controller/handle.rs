@@ -463,7 +463,7 @@ impl Controller {
                     .to_string(),
             };
             let mut names = inner.state.desired_names();
-            names.sort();
+            crate::sort::sort(&mut names);
             return Err(names
                 .into_iter()
                 .map(|name| Pending {
@@ -544,7 +544,7 @@ impl Controller {
         let inner = &self.inner;
         let not_available = || -> Vec<Pending> {
             let mut names = inner.state.desired_names();
-            names.sort();
+            crate::sort::sort(&mut names);
             names
                 .into_iter()
                 .filter_map(|name| {

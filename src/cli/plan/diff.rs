@@ -50,7 +50,7 @@ fn walk(path: &str, old: Option<&Value>, new: Option<&Value>, out: &mut Vec<Chan
     match (old, new) {
         (Some(Value::Object(a)), Some(Value::Object(b))) => {
             let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            keys.sort();
+            autoregister::sort::sort(&mut keys);
             keys.dedup();
             for k in keys {
                 walk(&format!("{path}.{k}"), a.get(k), b.get(k), out);

@@ -124,7 +124,7 @@ impl Found {
                     let mut located: Vec<ManifestError> =
                         problems.iter().map(|p| src.error(file, p)).collect();
                     // In the order of the text, as a user reads the file.
-                    located.sort_by_key(|e| (e.line, e.column));
+                    crate::sort::sort_by_key(&mut located, |e| (e.line, e.column));
                     self.errors.extend(located);
                 }
             }

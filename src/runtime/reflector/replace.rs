@@ -60,7 +60,7 @@ pub(super) fn replace<K: Resource>(
     let mut out = Replaced::default();
     // Keys only are sorted: one sort for every kind.
     let mut gone: Vec<&String> = old.keys().filter(|k| !next.contains_key(*k)).collect();
-    gone.sort();
+    crate::sort::sort(&mut gone);
     for obj in gone.into_iter().filter_map(|k| old.get(k)) {
         handler.on_delete(obj);
         out.deleted += 1;
