@@ -27,9 +27,11 @@ use parking_lot::Mutex;
 use crate::api::Resource;
 use crate::client::Canceller;
 use crate::runtime::backoff::BackoffConfig;
+use crate::runtime::clock::deadline_after;
 use crate::runtime::liveness::Liveness;
 use crate::runtime::reachability::{Change, Reachability};
 use crate::runtime::store::Store;
+use crate::runtime::timers::{TimerHandle, Timers};
 
 use kind::{Kind, Typed};
 
@@ -45,6 +47,9 @@ pub struct ReflectorOptions {
     pub page_size: u32,
     /// Re-deliver every cached object as an update this often; `None` never.
     pub resync: Option<Duration>,
+    /// Where the resync runs: a task of these timers (shared with other components), or
+    /// with `None` a thread of its own named `resync-<plural>`.
+    pub timers: Option<Arc<Timers>>,
     /// Only objects matching this label selector.
     pub label_selector: Option<String>,
     /// Waits between failed attempts.
@@ -82,6 +87,7 @@ impl Default for ReflectorOptions {
         ReflectorOptions {
             page_size: 500,
             resync: None,
+            timers: None,
             label_selector: None,
             backoff: BackoffConfig::default(),
             min_watch_timeout: Duration::from_secs(300),
@@ -139,10 +145,22 @@ fn spawn_kind(
     }
 
     let resync = opts.resync.map(|period| {
-        let (kind, shutdown, deliver) = (kind.clone(), shutdown.clone(), deliver.clone());
-        std::thread::Builder::new()
-            .name(format!("resync-{plural}"))
-            .spawn(move || run::resync_loop(period, kind.as_ref(), &shutdown, &deliver))
+        let own = opts
+            .timers
+            .is_none()
+            .then(|| Timers::new(&format!("resync-{plural}")));
+        let task = Arc::new(run::Resync {
+            period,
+            kind: kind.clone(),
+            shutdown: shutdown.clone(),
+            deliver: deliver.clone(),
+        });
+        let timers = opts.timers.as_ref().or(own.as_ref());
+        let handle = timers.map(|t| {
+            let first = deadline_after(t.clock().now(), period);
+            t.add(task, Some(first))
+        });
+        (handle, own)
     });
     let main = {
         let shutdown = shutdown.clone();
@@ -151,26 +169,41 @@ fn spawn_kind(
             .spawn(move || run::Runner::new(plural, kind, opts, shutdown, deliver).run())
     };
     let mut threads = Vec::new();
-    for t in [Some(main), resync].into_iter().flatten() {
-        match t {
-            Ok(h) => threads.push(h),
-            // Out of threads: nothing sensible to do but say so; the store never syncs.
-            Err(e) => log::error!("cannot start a reflector thread for {plural}: {e}"),
-        }
+    match main {
+        Ok(h) => threads.push(h),
+        // Out of threads: nothing sensible to do but say so; the store never syncs.
+        Err(e) => log::error!("cannot start a reflector thread for {plural}: {e}"),
     }
-    ReflectorHandle { shutdown, threads }
+    let (resync, own_timers) = resync.unwrap_or((None, None));
+    ReflectorHandle {
+        shutdown,
+        threads,
+        resync: Mutex::new(resync),
+        own_timers,
+    }
 }
 
 /// Owns a running reflector; dropping it stops the reflector and waits for it.
 pub struct ReflectorHandle {
     shutdown: Arc<Shutdown>,
     threads: Vec<JoinHandle<()>>,
+    /// The resync task, if any; cancelled on stop.
+    resync: Mutex<Option<TimerHandle>>,
+    /// The resync's own timers, when none were given: shut down with the reflector.
+    own_timers: Option<Arc<Timers>>,
 }
 
 impl ReflectorHandle {
     /// Asks the reflector to stop: cancels an open watch and ends a backoff wait. Idempotent.
     pub fn stop(&self) {
         self.shutdown.stop();
+        // Cancelling waits for a resync in progress: none runs after the stop.
+        if let Some(r) = self.resync.lock().take() {
+            r.cancel();
+        }
+        if let Some(t) = &self.own_timers {
+            t.shutdown();
+        }
     }
 
     /// Stops the reflector (if not yet asked) and waits for its threads to end;

@@ -12,7 +12,9 @@ use parking_lot::Mutex;
 
 use crate::client::{Error, WatchParams};
 use crate::runtime::backoff::{jittered, Backoff};
+use crate::runtime::clock::deadline_after;
 use crate::runtime::prng::XorShift64;
+use crate::runtime::timers::Task;
 
 use super::kind::{Kind, Step};
 use super::watch::{classify, Failure, WatchEnd};
@@ -391,20 +393,27 @@ fn ceil_secs(d: Duration) -> u32 {
     u32::try_from(s.max(1)).unwrap_or(u32::MAX)
 }
 
-/// The resync thread: every `period`, re-delivers every cached object as an update.
-pub(super) fn resync_loop(
-    period: Duration,
-    kind: &dyn Kind,
-    shutdown: &Shutdown,
-    deliver: &Mutex<()>,
-) {
-    while !shutdown.sleep(period) {
-        if !kind.has_synced() {
-            continue;
+/// The resync: every `period`, re-delivers every cached object as an update (a task of
+/// the reflector's timers).
+pub(super) struct Resync {
+    pub(super) period: Duration,
+    pub(super) kind: Arc<dyn Kind>,
+    pub(super) shutdown: Arc<Shutdown>,
+    pub(super) deliver: Arc<Mutex<()>>,
+}
+
+impl Task for Resync {
+    fn fire(&self, now: Instant) -> Option<Instant> {
+        if self.shutdown.is_stopped() {
+            return None;
         }
-        // Under the delivery lock: a resync sees the cache between two events, never mid-relist.
-        let _turn = deliver.lock();
-        kind.resync();
+        if self.kind.has_synced() {
+            // Under the delivery lock: a resync sees the cache between two events, never
+            // mid-relist.
+            let _turn = self.deliver.lock();
+            self.kind.resync();
+        }
+        Some(deadline_after(now, self.period))
     }
 }
 
