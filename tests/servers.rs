@@ -14,6 +14,7 @@ mod cluster;
 #[path = "support/kube.rs"]
 mod kube;
 
+use autoregister::client::DeleteParams;
 use binary::{manifest, Proc, Scratch, WAIT};
 use cluster::{tag, Cluster};
 
@@ -257,8 +258,158 @@ fn builtins_and_the_empty_set_are_safe(c: &Cluster) {
     assert!(c.get(&n.name("mine")).is_none(), "{out}");
 }
 
+/// The library's `with_dry_run()` on each verb: answered as a real write, nothing stored.
+fn with_dry_run_stores_nothing_on_any_verb(c: &Cluster) {
+    let n = Names::new("dry");
+    let real = c.create(binary::object(&n.group("a"), &[], 5));
+    let before = c.snapshot(&n.suffix());
+    let dry = c.api().with_dry_run();
+
+    let would = dry
+        .create(&serde_json::from_value(binary::object(&n.group("b"), &[], 5)).unwrap())
+        .unwrap();
+    assert_eq!(would.metadata.name.as_deref(), Some(n.name("b").as_str()));
+    // The object as it is now (the availability controller wrote its status since).
+    let mut changed = c.api().get(&n.name("a")).unwrap();
+    changed.spec.version_priority = 99;
+    assert_eq!(dry.update(&changed).unwrap().spec.version_priority, 99);
+    let p = DeleteParams {
+        uid: real.metadata.uid.as_deref().map(str::to_string),
+        resource_version: None,
+    };
+    dry.delete(&n.name("a"), &p).unwrap();
+    // A dry run still checks preconditions.
+    let wrong = DeleteParams {
+        uid: Some("not-the-uid".into()),
+        resource_version: None,
+    };
+    let e = dry.delete(&n.name("a"), &wrong).unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+
+    assert_eq!(c.snapshot(&n.suffix()), before);
+    assert!(c.get(&n.name("b")).is_none());
+}
+
+/// `plan` as an identity that may only read APIServices: its dry runs are refused, it
+/// says so, and nothing is stored.
+fn plan_as_a_reader_stores_nothing(c: &Cluster) {
+    let n = Names::new("reader");
+    let s = Scratch::new("servers-reader");
+    s.write("keep.yaml", &n.manifest("keep", 10));
+    s.write("gone.yaml", &n.manifest("gone", 10));
+    let (code, out) = run_once(c, &s, &n, &[]);
+    assert_eq!(code, 0, "{out}");
+    s.remove("gone.yaml");
+    s.write("keep.yaml", &n.manifest("keep", 77));
+    let before = c.snapshot(&n.suffix());
+
+    let reader = c.reader(&n.tag);
+    let mut args = n.flags().to_vec();
+    args.push("--dry-run=server");
+    let (code, out) = Proc::command("plan", &reader, &s, &args).wait_exit_stdout_first(WAIT);
+    assert_eq!(code, 1, "refused dry runs fail the plan:\n{out}");
+    assert!(out.contains("forbidden"), "{out}");
+    assert!(out.contains("2 refused"), "{out}");
+    assert_eq!(c.snapshot(&n.suffix()), before, "{out}");
+}
+
 on_both!(
     plan_in_every_form_stores_nothing,
     once_writes_only_what_is_ours,
     builtins_and_the_empty_set_are_safe,
+    with_dry_run_stores_nothing_on_any_verb,
+    plan_as_a_reader_stores_nothing,
 );
+
+/// The manifest registering `b` (kubernetes' sample-apiserver) under our label.
+fn wardle_manifest(n: &Names, b: &kube::Backend) -> String {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(&b.ca_pem);
+    [
+        "apiVersion: apiregistration.k8s.io/v1".to_string(),
+        "kind: APIService".into(),
+        "metadata:".into(),
+        "  name: v1alpha1.wardle.example.com".into(),
+        "  labels:".into(),
+        format!("    {}: \"true\"", n.label),
+        "spec:".into(),
+        "  group: wardle.example.com".into(),
+        "  version: v1alpha1".into(),
+        "  groupPriorityMinimum: 1000".into(),
+        "  versionPriority: 15".into(),
+        "  service:".into(),
+        format!("    namespace: {}", b.namespace),
+        format!("    name: {}", b.service),
+        format!("    port: {}", b.port),
+        format!("  caBundle: {ca}"),
+    ]
+    .join("\n")
+}
+
+/// The condition `Available` of `name` on the real server: (status, reason).
+fn available(k: &kube::Kube, name: &str) -> (String, String) {
+    let (_, out, _) = k.kubectl(&[
+        "get", "apiservice", name, "-o",
+        r#"jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].reason}"#,
+    ]);
+    let mut w = out.split_whitespace().map(String::from);
+    (w.next().unwrap_or_default(), w.next().unwrap_or_default())
+}
+
+/// Registered means served: the binary registers kubernetes' sample-apiserver (TLS,
+/// `caBundle` from its CA) and kube-apiserver's own aggregator serves it; when the
+/// backend dies the API turns unavailable, is withdrawn with `--withdraw-unavailable`
+/// (discovery is whole again), and is registered and served again when it returns.
+#[test]
+fn registered_means_served_through_the_real_aggregator() {
+    let k = kube::kube();
+    let n = Names::new("served");
+    let mut backend = k.sample_apiserver(&format!("wardle-{}", n.tag), "api");
+    let s = Scratch::new("servers-served");
+    s.write("wardle.yaml", &wardle_manifest(&n, &backend));
+    let name = "v1alpha1.wardle.example.com";
+    let kube_target = Cluster::kube();
+
+    let mut args = n.flags().to_vec();
+    args.extend_from_slice(&["--withdraw-unavailable", "2s"]);
+    let run = Proc::run(kube_target.target(), &s, &args);
+    let served = || {
+        k.kubectl(&[
+            "get",
+            "--raw",
+            "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders",
+        ])
+        .0
+    };
+    assert!(
+        binary::wait_until(|| available(k, name).0 == "True"),
+        "{:?}\n{}",
+        available(k, name),
+        run.log()
+    );
+    assert!(served(), "GET through kube-apiserver");
+    let (ok, resources, err) = k.kubectl(&["api-resources", "--api-group=wardle.example.com"]);
+    assert!(ok && resources.contains("flunders"), "{resources}{err}");
+
+    // The backend dies: unavailable, then withdrawn, and discovery is whole again.
+    backend.stop();
+    assert!(
+        binary::wait_until(|| k.get_apiservice(name).is_none()),
+        "not withdrawn: {:?}\n{}",
+        available(k, name),
+        run.log()
+    );
+    let (ok, _, err) = k.kubectl(&["api-resources"]);
+    assert!(ok, "discovery still broken after the withdrawal: {err}");
+
+    // It comes back: registered and served again.
+    backend.start();
+    assert!(
+        binary::wait_until(|| available(k, name).0 == "True" && served()),
+        "not restored: {:?}\n{}",
+        available(k, name),
+        run.log()
+    );
+    let (code, log) = run.terminate();
+    assert_eq!(code, 0, "{log}");
+}

@@ -100,6 +100,36 @@ impl Cluster {
         }
     }
 
+    /// A kubeconfig for an identity that may get, list and watch APIServices and nothing
+    /// else: on the real server a ServiceAccount `reader-<tag>` bound to such a
+    /// ClusterRole, with a token from the TokenRequest API; on the test server (one per
+    /// test) a user for whom every APIService write is denied.
+    pub fn reader(&self, tag: &str) -> Kubeconfig {
+        match self {
+            Cluster::Test(s) => {
+                s.add_user("reader-token", "reader");
+                for verb in ["create", "update", "patch", "delete"] {
+                    s.deny(verb, "apiservices", None, None);
+                }
+                Kubeconfig(s.kubeconfig_with_token(Some("reader-token")))
+            }
+            Cluster::Real(k) => {
+                let sa = format!("reader-{tag}");
+                k.apply(&format!(
+                    "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {sa}\n  namespace: default\n---\n\
+                     apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {sa}\n\
+                     rules:\n- apiGroups: [apiregistration.k8s.io]\n  resources: [apiservices]\n  verbs: [get, list, watch]\n---\n\
+                     apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {sa}\n\
+                     roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {sa}\n\
+                     subjects:\n- kind: ServiceAccount\n  name: {sa}\n  namespace: default\n"
+                ));
+                let (ok, token, err) = k.kubectl(&["-n", "default", "create", "token", &sa]);
+                assert!(ok, "{err}");
+                Kubeconfig(k.kubeconfig(token.trim()))
+            }
+        }
+    }
+
     /// Every APIService whose name ends with `suffix`, reduced to what a write changes
     /// (UID, resourceVersion, labels, annotations, spec), by name. It first waits until
     /// each has its `Available` condition: kube-aggregator's availability controller
@@ -139,6 +169,15 @@ impl Cluster {
                 )
             })
             .collect()
+    }
+}
+
+/// A kubeconfig the binary can be pointed at.
+pub struct Kubeconfig(pub String);
+
+impl Target for Kubeconfig {
+    fn kubeconfig_text(&self) -> String {
+        self.0.clone()
     }
 }
 

@@ -322,6 +322,15 @@ impl Kube {
         Api::all(self.client())
     }
 
+    /// The APIService `name`, if it exists.
+    pub fn get_apiservice(&self, name: &str) -> Option<APIService> {
+        match self.apiservices().get(name) {
+            Ok(a) => Some(a),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => panic!("get {name}: {e}"),
+        }
+    }
+
     /// `kubectl ARGS` as the admin: (success, stdout, stderr).
     pub fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
         self.kubectl_stdin(args, "")
@@ -423,6 +432,8 @@ impl Kube {
             kc.into(),
         ];
         let mut b = Backend {
+            namespace: ns.to_string(),
+            service: name.to_string(),
             ca_pem: ca.pem(),
             ip,
             port,
@@ -436,8 +447,13 @@ impl Kube {
     }
 }
 
-/// An aggregated API server process behind a loopback Service.
+/// An aggregated API server process behind a loopback Service, whose EndpointSlice says
+/// ready while it runs (as the EndpointSlice controller would say of its Pod).
 pub struct Backend {
+    /// The Service's namespace.
+    pub namespace: String,
+    /// The Service's name.
+    pub service: String,
     /// The CA of its serving certificate (an APIService's `caBundle`).
     pub ca_pem: String,
     /// Its ClusterIP (where it listens).
@@ -451,8 +467,37 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// Starts the process and waits until it answers TLS on its address.
+    /// Starts the process, waits until it accepts connections, and marks its endpoint ready.
     pub fn start(&mut self) {
+        self.run();
+        self.set_ready(true);
+    }
+
+    /// Marks its endpoint not ready, then kills the process and waits for it.
+    pub fn stop(&mut self) {
+        self.set_ready(false);
+        self.kill();
+    }
+
+    fn set_ready(&self, ready: bool) {
+        let patch = format!(
+            r#"[{{"op":"replace","path":"/endpoints/0/conditions/ready","value":{ready}}}]"#
+        );
+        let slice = format!("{}-1", self.service);
+        let (ok, out, err) = kube().kubectl(&[
+            "-n",
+            &self.namespace,
+            "patch",
+            "endpointslice",
+            &slice,
+            "--type=json",
+            "-p",
+            &patch,
+        ]);
+        assert!(ok, "{out}{err}");
+    }
+
+    fn run(&mut self) {
         assert!(self.child.is_none(), "already running");
         let out = std::fs::File::create(&self.log).unwrap();
         let child = Command::new(&self.bin)
@@ -487,8 +532,7 @@ impl Backend {
         }
     }
 
-    /// Kills the process and waits for it.
-    pub fn stop(&mut self) {
+    fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -498,7 +542,7 @@ impl Backend {
 
 impl Drop for Backend {
     fn drop(&mut self) {
-        self.stop();
+        self.kill();
     }
 }
 
@@ -506,8 +550,9 @@ impl Drop for Backend {
 /// ends) and then stops process `pid` and removes `dir`: no process or file outlives the
 /// test binary. Answers the shell's standard input, to hold open until then.
 fn guard(pid: u32, dir: Option<&Path>) -> ChildStdin {
-    // The wait for the process to go is bounded: an exited child may stay a zombie.
-    let script = "read _; kill \"$1\" 2>/dev/null; i=0; \
+    // SIGKILL: a test server needs no graceful shutdown, and kube-apiserver's waits for
+    // etcd, which may be gone. The wait is bounded: an exited child may stay a zombie.
+    let script = "read _; kill -9 \"$1\" 2>/dev/null; i=0; \
                   while kill -0 \"$1\" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; \
                   [ -n \"$2\" ] && rm -rf \"$2\"";
     let mut g = Command::new("sh")
