@@ -411,7 +411,8 @@ fn registered_means_served_through_the_real_aggregator() {
     let kube_target = Cluster::kube();
 
     let mut args = n.flags().to_vec();
-    args.extend_from_slice(&["--withdraw-unavailable", "2s"]);
+    // Long enough to see the broken discovery before the withdrawal mends it.
+    args.extend_from_slice(&["--withdraw-unavailable", "5s"]);
     let run = Proc::run(kube_target.target(), &s, &args);
     let served = || {
         k.kubectl(&[
@@ -431,14 +432,25 @@ fn registered_means_served_through_the_real_aggregator() {
     let (ok, resources, err) = k.kubectl(&["api-resources", "--api-group=wardle.example.com"]);
     assert!(ok && resources.contains("flunders"), "{resources}{err}");
 
-    // The backend dies: unavailable, then withdrawn, and discovery is whole again.
+    // The backend dies: unavailable, and discovery is broken for the clients of the
+    // per-group discovery (namespace deletion, older clients): /apis still lists the group,
+    // and its version answers 503.
     backend.stop();
+    assert!(binary::wait_until(|| available(k, name).0 == "False"));
+    let groups = || k.kubectl(&["get", "--raw", "/apis"]).1;
+    let version = || k.kubectl(&["get", "--raw", "/apis/wardle.example.com/v1alpha1"]);
+    assert!(groups().contains("\"wardle.example.com\""), "{}", groups());
+    let (ok, _, err) = version();
+    assert!(!ok && err.contains("unable to handle the request"), "{err}");
+    // Withdrawn after the --withdraw-unavailable delay: the group leaves discovery, which
+    // is whole again.
     assert!(
         binary::wait_until(|| k.get_apiservice(name).is_none()),
         "not withdrawn: {:?}\n{}",
         available(k, name),
         run.log()
     );
+    assert!(!groups().contains("\"wardle.example.com\""), "{}", groups());
     let (ok, _, err) = k.kubectl(&["api-resources"]);
     assert!(ok, "discovery still broken after the withdrawal: {err}");
 
