@@ -643,3 +643,69 @@ fn a_ca_rotated_through_a_secret_loses_no_request() {
     let (code, log) = run.terminate();
     assert_eq!(code, 0, "{log}");
 }
+
+/// What kube-apiserver answers to writes it refuses — APIService validation, strict field
+/// validation, bad options — the test server answers alike: code, reason and message. Each
+/// case is sent to both; the real server is the judge.
+#[test]
+fn refusals_match_kube_apiserver_word_for_word() {
+    let real = Cluster::kube();
+    let test = Cluster::test_server();
+    let n = Names::new("refuse");
+    let base = |x: &str| binary::object(&n.group(x), &[], 10);
+    let mut cases: Vec<(&str, Value)> = Vec::new();
+    let mut v = base("prio");
+    v["spec"]["versionPriority"] = 0.into();
+    cases.push(("versionPriority 0", v));
+    let mut v = base("gprio");
+    v["spec"]["groupPriorityMinimum"] = 20001.into();
+    cases.push(("groupPriorityMinimum too high", v));
+    let mut v = base("name");
+    v["metadata"]["name"] = format!("v2.{}", n.group("name")).into();
+    cases.push(("name not version.group", v));
+    let mut v = base("port");
+    v["spec"]["service"]["port"] = 70000.into();
+    cases.push(("port out of range", v));
+    let mut v = base("ca");
+    v["spec"]["caBundle"] = "Zm9v".into();
+    cases.push(("insecure with a caBundle", v));
+    let mut v = base("nosvc");
+    v["spec"]["service"]["name"] = "".into();
+    cases.push(("service without a name", v));
+    let mut v = base("unknown");
+    v["spec"]["servce"] = serde_json::json!({"name": "x"});
+    cases.push(("unknown field (strict)", v));
+    let mut v = base("group");
+    v["spec"]["group"] = "Not_A.Group".into();
+    v["metadata"]["name"] = "v1.Not_A.Group".into();
+    cases.push(("bad group", v));
+
+    let answer = |c: &Cluster, obj: &Value| -> String {
+        let a: autoregister::api::APIService = serde_json::from_value(obj.clone()).unwrap();
+        match c.api().create(&a) {
+            Ok(_) => "created".to_string(),
+            Err(autoregister::client::Error::Api(e)) => format!(
+                "{} {} {}",
+                e.code,
+                e.status.reason.as_deref().unwrap_or(""),
+                e.status.message.as_deref().unwrap_or("")
+            ),
+            Err(e) => format!("error: {e}"),
+        }
+    };
+    let mut differ = Vec::new();
+    for (what, obj) in &cases {
+        let (r, t) = (answer(&real, obj), answer(&test, obj));
+        assert_ne!(r, "created", "{what}: the real server accepted it");
+        if r != t {
+            differ.push(format!(
+                "{what}:\n  kube-apiserver: {r}\n  test server:    {t}"
+            ));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "the test server answers differently:\n{}",
+        differ.join("\n")
+    );
+}
