@@ -82,6 +82,8 @@ pub struct Kube {
     dir: PathBuf,
     /// The components, to notice one that exited.
     procs: Mutex<Vec<(String, Child)>>,
+    /// kube-apiserver's arguments, to start it again after [`Kube::stop_apiserver`].
+    apiserver_args: Mutex<Vec<String>>,
     /// Held open for the life of the test binary: when it closes, the guards stop everything.
     guards: Mutex<Vec<ChildStdin>>,
 }
@@ -170,6 +172,7 @@ impl Kube {
             bin: bin.clone(),
             dir: dir.clone(),
             procs: Mutex::new(Vec::new()),
+            apiserver_args: Mutex::new(Vec::new()),
             guards,
         };
         let etcd_port = free_port();
@@ -231,18 +234,50 @@ impl Kube {
             format!("--cert-dir={}", dir.join("certs").display()),
             "--profiling=false".into(),
         ];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        kube.spawn("kube-apiserver", &args, &dir.join("kube-apiserver.log"));
+        *kube.apiserver_args.lock().unwrap() = args.to_vec();
+        kube.start_apiserver_process();
         std::fs::write(dir.join("kubeconfig"), kube.kubeconfig(ADMIN_TOKEN)).unwrap();
         kube.wait_ready();
         print_log_on_failure(dir.join("kube-apiserver.log"));
         kube
     }
 
+    fn start_apiserver_process(&self) {
+        let args = self.apiserver_args.lock().unwrap().clone();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        // Appended: a restart's log follows the first run's.
+        self.spawn(
+            "kube-apiserver",
+            &args,
+            &self.dir.join("kube-apiserver.log"),
+        );
+    }
+
+    /// Kills kube-apiserver (etcd keeps the data) and waits until it is gone; for tests of
+    /// an outage, in a test binary of their own (the server is shared within one).
+    pub fn stop_apiserver(&self) {
+        let mut procs = self.procs.lock().unwrap();
+        for (_, child) in procs.iter_mut().filter(|(n, _)| n == "kube-apiserver") {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        procs.retain(|(n, _)| n != "kube-apiserver");
+    }
+
+    /// Starts kube-apiserver again on the same address and waits until it is ready.
+    pub fn start_apiserver(&self) {
+        self.start_apiserver_process();
+        self.wait_ready();
+    }
+
     /// Starts `bin/<name>` with its output in `log`, under a guard that ends it (and, for
     /// the last guard, removes the directory) when this test binary exits, however it exits.
     fn spawn(&self, name: &str, args: &[&str], log: &Path) {
-        let out = std::fs::File::create(log).unwrap();
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
         let child = Command::new(self.bin.join(name))
             .args(args)
             .stdin(Stdio::null())
