@@ -48,8 +48,10 @@ fn docs() -> Vec<Doc> {
     markdown::load_all(root())
 }
 
-/// Fails listing every problem, one per line.
-fn assert_none(what: &str, problems: Vec<String>) {
+/// Fails listing every problem, one per line (each once).
+fn assert_none(what: &str, mut problems: Vec<String>) {
+    let mut seen = BTreeSet::new();
+    problems.retain(|p| seen.insert(p.clone()));
     assert!(
         problems.is_empty(),
         "{what}: {} problem(s)\n{}",
@@ -257,11 +259,11 @@ fn run_blocks(doc: &Doc) -> Vec<String> {
         };
         if let Some(why) = failed {
             problems.push(format!(
-                "{}: the runnable block {why}\n--- block ---\n{}--- stdout (end) ---\n{}\n--- stderr (end) ---\n{}",
+                "{}: the runnable block {why}\n--- block ---\n{}--- stdout ---\n{}\n--- stderr ---\n{}",
                 doc.at(b.line),
                 b.text(),
-                tail(&out, 20),
-                tail(&err, 20)
+                excerpt(&out),
+                excerpt(&err)
             ));
         }
     }
@@ -269,10 +271,20 @@ fn run_blocks(doc: &Doc) -> Vec<String> {
     problems
 }
 
-fn tail(path: &Path, n: usize) -> String {
+/// A command's output, its head and tail when long: a usage error is at the start, a
+/// runtime failure at the end.
+fn excerpt(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+    if lines.len() <= 30 {
+        return lines.join("\n");
+    }
+    format!(
+        "{}\n[… {} lines …]\n{}",
+        lines[..10].join("\n"),
+        lines.len() - 25,
+        lines[lines.len() - 15..].join("\n")
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -532,6 +544,14 @@ fn every_event_reason_is_in_the_events_table() {
     assert_none("the Events table", event_problems(&doc));
 }
 
+/// The line of the heading with `anchor` in `doc` (0 when there is none).
+fn heading_line(doc: &Doc, anchor: &str) -> usize {
+    doc.headings()
+        .into_iter()
+        .find(|(_, _, a)| a == anchor)
+        .map_or(0, |(n, _, _)| n)
+}
+
 /// The rows of the table under heading `anchor` of `doc`: line and cells.
 fn table_under(doc: &Doc, anchor: &str) -> Vec<(usize, Vec<String>)> {
     let headings = doc.headings();
@@ -577,7 +597,7 @@ fn event_problems(doc: &Doc) -> Vec<String> {
         match table.get(r.as_str()) {
             None => problems.push(format!(
                 "{}: the Events table has no row for `{}` ({} {})",
-                doc.path.display(),
+                doc.at(heading_line(doc, "events")),
                 r.as_str(),
                 r.event_type(),
                 r.action()
@@ -674,7 +694,10 @@ fn every_thread_of_an_idle_run_is_in_the_threads_table() {
         .iter()
         .filter(|t| !documented.iter().any(|d| thread_matches(t, d)))
         .map(|t| {
-            format!("docs/running.md: thread `{t}` of an idle run is not in the threads table")
+            format!(
+                "{}: thread `{t}` of an idle run is not in the threads table",
+                doc.at(heading_line(&doc, "threads"))
+            )
         })
         .collect();
     assert_none("threads", problems);
