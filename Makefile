@@ -21,9 +21,12 @@ KUBE_DIR = $(TARGET_DIR)/kube
 build:
 	$(CARGO) build --release
 
+# `cargo doc` as docs.rs builds the crate: no broken intra-doc link, no warning. The doc
+# checks (tests/docs.rs) and the guides' doctests run with the other tests.
 test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features testing -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --no-default-features
 	scripts/test-deps.sh "$(PY_DIR)"
 	scripts/kube-build.sh "$(KUBE_DIR)"
 	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" $(CARGO) test --features testing
