@@ -8,16 +8,18 @@ use log::{debug, info, warn};
 use super::availability::Availability;
 use super::ca::{CaSources, Unresolved};
 use super::decision::{
-    decide, Action, Cell, Current, Decision, Desired, Facts, Ownership, NOT_OURS_SPEC_MATCHES,
-    ONSTART_CREATED_AFTER_START, ONSTART_ENTRY_SYNCED, ONSTART_OBJECT_SYNCED, WITHDRAW_UNAVAILABLE,
+    decide, Action, Apply, Cell, Current, Decision, Desired, Facts, Ownership,
+    NOT_OURS_SPEC_MATCHES, ONSTART_CREATED_AFTER_START, ONSTART_ENTRY_SYNCED,
+    ONSTART_OBJECT_SYNCED, WITHDRAW_UNAVAILABLE,
 };
 use super::events::EventReason;
+use super::fields::{self, Applied, Takeover};
 use super::fights::{FightDetector, FIGHT_WINDOW};
 use super::metrics::SyncResult;
 use super::report::Reporters;
-use super::state::{Outcome, Rejection, State};
-use crate::api::APIService;
-use crate::client::{Api, DeleteParams, Error};
+use super::state::{LastApply, Outcome, Rejection, State};
+use crate::api::{APIService, FieldPath, Resource, Status};
+use crate::client::{Api, DeleteParams, Error, ListParams};
 use crate::runtime::store::Store;
 
 /// What one sync needs besides the name: bookkeeping, cache, policy, API and the fight detector.
@@ -49,10 +51,19 @@ pub(crate) struct SyncContext<'a> {
 /// itself covers an answer no change follows.
 pub(crate) const STALE_CACHE_RETRY: Duration = Duration::from_secs(1);
 
-/// How long a write the server refused as invalid (422) waits before it is sent again
-/// unchanged: the workqueue's maximum per-key backoff. A change of the manifest or of the
-/// object retries it at once.
+/// How long a write the server refused (422 Invalid, 415, an apply's field conflict) waits
+/// before it is sent again unchanged: the workqueue's maximum per-key backoff. A change of
+/// the manifest or of the object retries it at once.
 pub(crate) const REJECTED_RETRY: Duration = crate::runtime::workqueue::DEFAULT_MAX_DELAY;
+
+/// How long our own apply may take to show in the cache before the same apply is sent
+/// again: past this, a cache that still shows the object it was decided on is not our
+/// watch lagging behind.
+pub(crate) const APPLY_UNSEEN_FOR: Duration = Duration::from_secs(30);
+
+/// A successful sync: how long the name waits before it may be written again (`Some`
+/// after putting back a field someone else changed, see [`FightDetector`]).
+pub(crate) type Pace = Option<Duration>;
 
 /// Why one sync of one name failed.
 #[derive(Debug, Clone)]
@@ -109,7 +120,9 @@ impl SyncError {
     fn is_benign(&self) -> bool {
         match self {
             SyncError::Decision(_) | SyncError::Rejected { .. } => false,
-            SyncError::Write(e) => e.is_not_found() || e.is_conflict() || e.is_already_exists(),
+            SyncError::Write(e) => {
+                !refused(e) && (e.is_not_found() || e.is_conflict() || e.is_already_exists())
+            }
         }
     }
 }
@@ -159,10 +172,10 @@ pub(crate) fn plan(
 /// brings the change behind the answer, and retried no sooner than [`STALE_CACHE_RETRY`].
 /// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
 /// and the sync ends as a cancelled write.
-pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
+pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> {
     let desired = match with_ca_bundle(cx, name) {
         Ok(d) => d,
-        Err(held) => return held,
+        Err(held) => return held.map(|()| None),
     };
     let decision = plan(
         cx.state,
@@ -188,9 +201,34 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         debug!("{name} {cell}: created, waiting for the watch to show it");
         cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
         cx.state.record_outcome(name, Outcome::Synced);
-        return Ok(());
+        return Ok(None);
     }
-    let fingerprint = write_fingerprint(&decision.action, cx.store, name);
+    let cached_rv = cx
+        .store
+        .get(name)
+        .and_then(|o| o.metadata.resource_version.clone());
+    let applied_fp = match &decision.action {
+        Action::Update(a) | Action::Adopt(a) => config_fingerprint(&a.config),
+        _ => None,
+    };
+    let last_apply = cx.state.last_apply(name);
+    if let (Some(fp), Some(last)) = (applied_fp, &last_apply) {
+        if last.based_on.contains(&cached_rv) && last.at.elapsed() < APPLY_UNSEEN_FOR {
+            // Our apply has not reached the cache yet (its watch event decides the name
+            // again): the same apply now would be a write the server already has.
+            let same = if last.fingerprint == fp { "this" } else { "an" };
+            debug!("{name} {cell}: {same} apply is answered, waiting for the watch to show it");
+            cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+            cx.state.record_outcome(name, Outcome::Synced);
+            return Ok(None);
+        }
+    }
+    // The same apply as last time, to an object that changed since: someone undid it.
+    let put_back = matches!(decision.action, Action::Update(_))
+        && cx.state.synced_once(name)
+        && applied_fp.is_some()
+        && last_apply.as_ref().map(|l| l.fingerprint) == applied_fp;
+    let fingerprint = write_fingerprint(&decision.action, cached_rv.as_deref());
     if let (Some(fp), Some(r)) = (fingerprint, cx.state.rejection(name)) {
         let age = r.at.elapsed();
         if r.fingerprint == fp && age < REJECTED_RETRY {
@@ -207,6 +245,23 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             });
         }
     }
+    // The fields an apply puts back and who else owns them, before it makes them ours.
+    let (contested, contested_by) = match (&decision.action, put_back) {
+        (Action::Update(a), true) => (
+            a.differs.iter().map(ToString::to_string).collect(),
+            cx.store
+                .get(name)
+                .and_then(|o| o.metadata.field_ownership())
+                .map(|o| {
+                    fields::others_owning(&o, &a.differs, &cx.ownership.field_manager)
+                        .into_iter()
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+        ),
+        _ => (Vec::new(), Vec::new()),
+    };
     if !matches!(
         decision.action,
         Action::None | Action::Blocked(_) | Action::Error(_)
@@ -218,21 +273,29 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             return Err(SyncError::Write(Error::Cancelled));
         }
     }
+    let differs = match &decision.action {
+        Action::Update(a) | Action::Adopt(a) => describe_apply(a),
+        _ => String::new(),
+    };
+    // The resourceVersion our takeover of managedFields wrote before the apply, if any.
+    let mut taken_over = None;
     let (verb, reason, result) = match decision.action {
         Action::None => {
             if decision.reason == NOT_OURS_SPEC_MATCHES {
                 unowned_but_matching(cx, name, cell, uid.as_deref());
             }
-            // The desired spec with its CA bundle filled in, as the decision saw it.
+            // The declared fields (CA bundle filled in) against the object, as the
+            // decision saw them.
             let manifest_differs = || {
                 let cached = cx.store.get(name);
-                matches!((&desired, cached), (Some(d), Some(c)) if c.spec != d.object.spec)
+                matches!((&desired, cached), (Some(d), Some(c))
+                    if Applied::of(cx.ownership, d).compare(&c, &cx.ownership.field_manager).needs_apply())
             };
             left_alone(cx.report, name, &decision, &why, manifest_differs);
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             cx.state.record_outcome(name, Outcome::Synced);
             removal_synced(cx, name, cell);
-            return Ok(());
+            return Ok(None);
         }
         Action::Blocked(blocked) => {
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
@@ -255,7 +318,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             } else {
                 debug!(name, cell:% = cell, action = "blocked"; "{name} {cell}: still not written: {blocked}");
             }
-            return Ok(());
+            return Ok(None);
         }
         Action::Error(message) => ("error", None, Err(SyncError::Decision(message))),
         Action::Create(obj) => (
@@ -263,15 +326,15 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             (!restoring).then_some(EventReason::Registered),
             write(cx.api.create_uid(&obj)),
         ),
-        Action::Update(obj) => (
+        Action::Update(a) => (
             "update",
             Some(EventReason::Updated),
-            write(cx.api.update_unread(&obj).map(|()| uid.clone())),
+            write(apply(cx, name, &a, &mut taken_over).map(|()| uid.clone())),
         ),
-        Action::Adopt(obj) => (
+        Action::Adopt(a) => (
             "adopt",
             Some(EventReason::Adopted),
-            write(cx.api.update_unread(&obj).map(|()| uid.clone())),
+            write(apply(cx, name, &a, &mut taken_over).map(|()| uid.clone())),
         ),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
@@ -286,9 +349,20 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             )
         }
     };
+    let mut pace = None;
     match &result {
         Ok(written_uid) => {
-            info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}): ok");
+            info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}){differs}: ok");
+            if let (Some(fp), "update" | "adopt") = (applied_fp, verb) {
+                cx.state.note_applied(
+                    name,
+                    LastApply {
+                        fingerprint: fp,
+                        based_on: vec![cached_rv.clone(), taken_over.clone()],
+                        at: Instant::now(),
+                    },
+                );
+            }
             if verb == "create" {
                 // Noted first, then checked: the watch may have shown the object already
                 // (its event can overtake this answer); if not, its event clears the note.
@@ -310,8 +384,16 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             } else {
                 verb == "create" && cx.availability.created(name, written_uid.as_deref())
             };
-            if cx.state.synced_once(name) && !ours {
-                notice_contested(cx, name, verb);
+            if put_back {
+                pace = Some(fight_over_fields(
+                    cx,
+                    name,
+                    uid.as_deref(),
+                    &contested,
+                    &contested_by,
+                ));
+            } else if cx.state.synced_once(name) && !ours && verb != "update" {
+                pace = Some(notice_contested(cx, name, verb));
             }
         }
         // Shutdown cut the request short: not a failure worth a warning.
@@ -326,14 +408,14 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             name, cell:% = cell, action = verb;
             "{name} {cell} {verb}: {e}; deciding again when the cache catches up"
         ),
-        // A refused spec is warned about once, by `rejected` below.
-        Err(SyncError::Write(e)) if e.is_invalid() => {}
+        // A refused write is warned about once, by `rejected` below.
+        Err(SyncError::Write(e)) if refused(e) => {}
         Err(e) => {
             warn!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}): failed: {e}")
         }
     }
     if let (Err(SyncError::Write(e)), Some(fp)) = (&result, fingerprint) {
-        if e.is_invalid() {
+        if refused(e) {
             return Err(rejected(cx, name, &why, verb, fp, uid.as_deref(), e));
         }
     }
@@ -351,7 +433,106 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     if result.is_ok() {
         removal_synced(cx, name, cell);
     }
-    result.map(drop)
+    result.map(|_| pace)
+}
+
+/// Answers that waiting will not change: the server refused the write as invalid (422),
+/// does not take its media type (415), or an apply found fields another manager owns
+/// (409 without `force`, which we always send: should one happen anyway).
+fn refused(e: &Error) -> bool {
+    e.is_invalid() || e.is_unsupported_media_type() || e.is_apply_conflict()
+}
+
+/// ` (spec.caBundle; releases metadata.labels["x"])`: what an apply changes, for its log line.
+fn describe_apply(a: &Apply) -> String {
+    let list = |paths: &[FieldPath]| {
+        paths
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (a.differs.is_empty(), a.released.is_empty()) {
+        (true, true) => String::new(),
+        (false, true) => format!(" [{}]", list(&a.differs)),
+        (true, false) => format!(" [releases {}]", list(&a.released)),
+        (false, false) => format!(" [{}; releases {}]", list(&a.differs), list(&a.released)),
+    }
+}
+
+/// Server-side apply of `a`, after moving the ownership it takes over into our apply
+/// entry: a JSON patch of `managedFields` guarded by the resourceVersion, as kubectl's
+/// `csaupgrade` sends it, so that the apply can release what older writes of ours (or an
+/// adopted object's writers) own.
+fn apply(
+    cx: &SyncContext<'_>,
+    name: &str,
+    a: &Apply,
+    taken_over: &mut Option<Box<str>>,
+) -> Result<(), Error> {
+    if a.takeover != Takeover::None {
+        *taken_over = take_over(cx, name, a)?;
+    }
+    cx.api.apply_unread(&a.config, true)
+}
+
+/// Moves ownership as `a.takeover` says; answers the resourceVersion it wrote, if it did.
+fn take_over(cx: &SyncContext<'_>, name: &str, a: &Apply) -> Result<Option<Box<str>>, Error> {
+    // Read by a list of that one name: the cache has no managedFields, and the grant to
+    // list is there already (one to get would be for this read alone).
+    let live = cx
+        .api
+        .list(&ListParams {
+            field_selector: Some(format!("metadata.name={name}")),
+            ..Default::default()
+        })?
+        .items
+        .into_iter()
+        .find(|o| o.name() == name);
+    let Some(live) = live else {
+        return Err(Error::from_status(Status::failure(
+            404,
+            "NotFound",
+            format!("{name} was deleted since it was read"),
+        )));
+    };
+    if live.metadata.uid != a.config.metadata.uid {
+        // Replaced since the decision: its watch event decides the name again.
+        return Err(Error::from_status(Status::failure(
+            409,
+            "Conflict",
+            format!("{name} was replaced by another object since it was read"),
+        )));
+    }
+    let Some(entries) = live.metadata.managed_fields.as_ref().map(|m| m.to_value()) else {
+        return Ok(None);
+    };
+    let declared: Vec<FieldPath> = Applied::from_config(a.config.clone())
+        .declared()
+        .cloned()
+        .collect();
+    let Some(list) = fields::takeover(
+        &entries,
+        &cx.ownership.field_manager,
+        &declared,
+        a.takeover,
+        &APIService::api_version(),
+    ) else {
+        return Ok(None);
+    };
+    let ops = serde_json::json!([
+        {"op": "replace", "path": "/metadata/managedFields", "value": list},
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": live.metadata.resource_version},
+    ]);
+    let patched = cx.api.json_patch(name, &ops)?;
+    debug!(
+        "{name}: ownership moved into our apply entry ({})",
+        match a.takeover {
+            Takeover::Adoption => "adoption",
+            _ => "our update entry",
+        }
+    );
+    Ok(patched.metadata.resource_version)
 }
 
 /// After a successful sync decided in column A (not desired): the name's removal is done,
@@ -454,25 +635,26 @@ fn rejected(
 
 /// What a write would send and to which version of the object, hashed: the same
 /// fingerprint means the same write to the same object. `None` for no write.
-fn write_fingerprint(action: &Action, store: &Store<APIService>, name: &str) -> Option<u64> {
+fn write_fingerprint(action: &Action, cached_rv: Option<&str>) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let (verb, obj) = match action {
         Action::Create(o) => ("create", o),
-        Action::Update(o) => ("update", o),
-        Action::Adopt(o) => ("adopt", o),
+        Action::Update(a) => ("update", &a.config),
+        Action::Adopt(a) => ("adopt", &a.config),
         _ => return None,
     };
     let mut h = std::collections::hash_map::DefaultHasher::new();
     verb.hash(&mut h);
-    serde_json::to_string(&obj.spec).ok()?.hash(&mut h);
-    serde_json::to_string(&obj.metadata.labels)
-        .ok()?
-        .hash(&mut h);
-    let cached = store.get(name);
-    cached
-        .as_ref()
-        .and_then(|o| o.metadata.resource_version.as_deref())
-        .hash(&mut h);
+    config_fingerprint(obj)?.hash(&mut h);
+    cached_rv.hash(&mut h);
+    Some(h.finish())
+}
+
+/// What an applied configuration sets, hashed.
+fn config_fingerprint(config: &APIService) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(config).ok()?.hash(&mut h);
     Some(h.finish())
 }
 
@@ -571,11 +753,66 @@ fn write<T>(r: Result<T, Error>) -> Result<T, SyncError> {
     r.map_err(SyncError::Write)
 }
 
-/// A write to a name we had already synced: someone undid our work. Counted, and
-/// reported when it amounts to a fight.
-fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
-    let Some(fight) = cx.fights.contested_write(name, Instant::now()) else {
-        return;
+/// An apply that put back declared `fields` someone else changed (`others`, from
+/// `managedFields`): counted and paced; when it amounts to a fight, reported once by log
+/// line and Warning Event `FieldFight`, naming the fields and the other writers. Answers
+/// how long the name waits before its next write.
+fn fight_over_fields(
+    cx: &SyncContext<'_>,
+    name: &str,
+    uid: Option<&str>,
+    fields: &[String],
+    others: &[String],
+) -> Duration {
+    let contested = cx.fights.contested_write(name, Instant::now());
+    let Some(fight) = contested.fight else {
+        return contested.pace;
+    };
+    let note = field_fight_note(fields, others);
+    warn!(
+        "{name}: FieldFight: {note} ({} writes within {}s putting it back)",
+        fight.writes,
+        FIGHT_WINDOW.as_secs()
+    );
+    cx.report
+        .events
+        .record(name, uid, EventReason::FieldFight, &note);
+    contested.pace
+}
+
+/// `spec.caBundle is also written by cainjector; remove it from the manifest or the
+/// injector's annotation`.
+pub(crate) fn field_fight_note(fields: &[String], others: &[String]) -> String {
+    let what = if fields.is_empty() {
+        "a declared field".to_string()
+    } else {
+        fields.join(", ")
+    };
+    let verb = if fields.len() > 1 { "are" } else { "is" };
+    let who = if others.is_empty() {
+        "another writer".to_string()
+    } else {
+        others.join(" and ")
+    };
+    let remedy = if fields.iter().all(|f| f == "spec.caBundle") && !fields.is_empty() {
+        "remove it from the manifest or the injector's annotation".to_string()
+    } else {
+        format!(
+            "remove {} from the manifest or stop {who} writing {}",
+            if fields.len() > 1 { "them" } else { "it" },
+            if fields.len() > 1 { "them" } else { "it" },
+        )
+    };
+    format!("{what} {verb} also written by {who}; {remedy}")
+}
+
+/// A create or delete of a name we had already synced: someone undid our work (deleted
+/// it, or brought back one we removed). Counted, paced, and reported when it amounts to
+/// a fight. Answers how long the name waits before its next write.
+fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) -> Duration {
+    let contested = cx.fights.contested_write(name, Instant::now());
+    let Some(fight) = contested.fight else {
+        return contested.pace;
     };
     let ours = cx.api.field_manager().unwrap_or_default();
     let writer = cx
@@ -590,6 +827,7 @@ fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
         fight.writes,
         FIGHT_WINDOW.as_secs()
     );
+    contested.pace
 }
 
 #[cfg(test)]
