@@ -212,23 +212,25 @@ fn is_default(path: &FieldPath, v: &Value) -> bool {
     })
 }
 
-/// How far a takeover reaches.
+/// Why ownership moves before an apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Takeover {
     /// Nothing to move: our apply entry is all we own.
     None,
-    /// Our `update` entry's fields move into our apply entry, as kubectl's `csaupgrade`
-    /// moves its own (earlier versions of this program wrote with `update`).
+    /// Our `update` entry (earlier versions of this program, and every create, wrote with
+    /// `update`) moves into our apply entry, as kubectl's `csaupgrade` moves its own.
     OwnUpdates,
-    /// Also the declared fields other managers' `update` entries hold (an adoption: what we
-    /// declare becomes ours alone, so dropping it later removes it; the rest stays theirs).
+    /// An adoption: the object was someone else's.
     Adoption,
 }
 
 /// The `managedFields` list after a takeover of `declared` by `manager`, from the live
 /// list; `None` when nothing moves. Entries are rewritten as kubectl's `csaupgrade`
 /// rewrites them (`client-go/util/csaupgrade`): our `Update` entry's field set is merged
-/// into our `Apply` entry (which it becomes when there is none) and dropped.
+/// into our `Apply` entry (which it becomes when there is none) and dropped. Beyond
+/// `csaupgrade`, the declared fields leave every other `Update` entry (an adopted object's
+/// creator, `before-first-apply`, whoever wrote the same value as ours): what we declare
+/// becomes ours alone, so dropping it later removes it; the rest stays theirs.
 pub fn takeover(
     live: &Value,
     manager: &str,
@@ -266,7 +268,7 @@ pub fn takeover(
             && e.get("subresource")
                 .and_then(Value::as_str)
                 .is_none_or(str::is_empty);
-        if how == Takeover::Adoption && theirs {
+        if theirs {
             if let Some(fields) = e.get_mut("fieldsV1") {
                 for p in declared {
                     remove_field(fields, &p.0);

@@ -207,10 +207,14 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
         .store
         .get(name)
         .and_then(|o| o.metadata.resource_version.clone());
-    let applied_fp = match &decision.action {
+    // What this write sends, hashed (a create sends the configuration an apply would).
+    let written_fp = match &decision.action {
+        Action::Create(o) => config_fingerprint(o),
         Action::Update(a) | Action::Adopt(a) => config_fingerprint(&a.config),
         _ => None,
     };
+    let applied_fp =
+        written_fp.filter(|_| matches!(decision.action, Action::Update(_) | Action::Adopt(_)));
     let last_apply = cx.state.last_apply(name);
     if let (Some(fp), Some(last)) = (applied_fp, &last_apply) {
         if last.based_on.contains(&cached_rv) && last.at.elapsed() < APPLY_UNSEEN_FOR {
@@ -353,7 +357,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
     match &result {
         Ok(written_uid) => {
             info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}){differs}: ok");
-            if let (Some(fp), "update" | "adopt") = (applied_fp, verb) {
+            if let (Some(fp), "create" | "update" | "adopt") = (written_fp, verb) {
                 cx.state.note_applied(
                     name,
                     LastApply {
@@ -650,11 +654,19 @@ fn write_fingerprint(action: &Action, cached_rv: Option<&str>) -> Option<u64> {
     Some(h.finish())
 }
 
-/// What an applied configuration sets, hashed.
+/// What an applied configuration sets, hashed (not the UID an apply carries, which names
+/// the object, not a field).
 fn config_fingerprint(config: &APIService) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_string(config).ok()?.hash(&mut h);
+    let mut v = serde_json::to_value(config).ok()?;
+    if let Some(m) = v
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        m.remove("uid");
+    }
+    v.to_string().hash(&mut h);
     Some(h.finish())
 }
 
