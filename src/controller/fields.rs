@@ -120,10 +120,15 @@ impl Applied {
                 kept.push((p, by));
             }
         }
+        // Only a release needs our update entry moved first: the apply releases what our
+        // apply entry held, and that entry would keep the rest. Any other apply takes what
+        // it changes from it anyway, so a create (which writes with update) costs no
+        // extra write until a field is dropped.
+        let migrate = updated.is_some_and(|u| released.iter().any(|r| u.touches(r)));
         Comparison {
             differs,
             released: released.into_iter().collect(),
-            migrate: updated.is_some_and(|e| !e.fields.is_empty()),
+            migrate,
             kept,
         }
     }
@@ -146,8 +151,9 @@ pub struct Comparison {
     pub differs: Vec<FieldPath>,
     /// Fields we own and no longer declare: an apply releases them.
     pub released: Vec<FieldPath>,
-    /// Our `update` entry (earlier versions, adoption by update) owns fields: they move
-    /// to our apply entry before the next apply, so that it can release them.
+    /// Our `update` entry (a create, earlier versions, an adoption by update) owns a
+    /// field to release: the entry moves into our apply entry before the apply, so that
+    /// the apply can release it.
     pub migrate: bool,
     /// Fields we do not declare that other managers own, with those managers.
     pub kept: Vec<(FieldPath, Vec<String>)>,
@@ -530,12 +536,13 @@ mod tests {
         );
         let c = Applied::of(&Ownership::default(), &d).compare(&obj, ME);
         assert!(!c.needs_apply(), "{c:?}");
-        assert!(c.migrate);
+        assert!(!c.migrate, "nothing to release: no extra write");
         // A manifest that drops the label team: released, and the entry migrates first.
         let mut fewer = (*d.object).clone();
         fewer.metadata.remove_label("team");
         let c = Applied::of(&Ownership::default(), &Desired::new(&fewer, d.mode)).compare(&obj, ME);
         assert_eq!(names(&c.released), ["metadata.labels[\"team\"]"]);
+        assert!(c.migrate);
     }
 
     #[test]
