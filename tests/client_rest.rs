@@ -402,9 +402,9 @@ fn apply_conflict_409_names_its_field_manager_causes() {
         &json!({
             "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
             "reason": "Conflict",
-            "message": "Apply failed with 1 conflict: conflict with \"cainjector\" using apiregistration.k8s.io/v1 at 2026-01-01T00:00:00Z: .spec.caBundle",
+            "message": "Apply failed with 1 conflict: conflict with \"cainjector\" using apiregistration.k8s.io/v1: .spec.caBundle",
             "details": {"causes": [{"reason": "FieldManagerConflict",
-                "message": "conflict with \"cainjector\" using apiregistration.k8s.io/v1 at 2026-01-01T00:00:00Z",
+                "message": "conflict with \"cainjector\" using apiregistration.k8s.io/v1",
                 "field": ".spec.caBundle"}]}
         }),
     ));

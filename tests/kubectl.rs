@@ -483,8 +483,8 @@ fn kubectl_server_side_apply() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(
-            "Apply failed with 1 conflict: conflict with \"other\" using apiregistration.k8s.io/v1"
-        ) && err.contains(".spec.versionPriority"),
+            "Apply failed with 1 conflict: conflict with \"other\" using apiregistration.k8s.io/v1: .spec.versionPriority"
+        ),
         "{err}"
     );
     k.ok(&[

@@ -229,9 +229,10 @@ impl Entry {
     }
 
     /// How a conflict names the entry, as apimachinery's `printManager`
-    /// (`managedfields/internal/conflict.go`): `"m"` for an apply, `"m" using
-    /// apiregistration.k8s.io/v1 at 2026-01-01T00:00:00Z` for an update, with `with
-    /// subresource "status"` after the name when there is one.
+    /// (`managedfields/internal/conflict.go`) prints the manager's identifier: `"m"` for an
+    /// apply, `"m" using apiregistration.k8s.io/v1` for an update, with `with subresource
+    /// "status"` after the name when there is one. The identifier carries no time
+    /// (`BuildManagerIdentifier` clears it), so printManager's ` at TIME` never shows.
     pub(crate) fn printed(&self) -> String {
         let mut out = format!("{:?}", self.manager());
         if let Some(s) = self.subresource() {
@@ -239,9 +240,6 @@ impl Entry {
         }
         if self.operation() == "Update" {
             out.push_str(&format!(" using {}", self.str("apiVersion").unwrap_or("")));
-            if let Some(t) = self.time() {
-                out.push_str(&format!(" at {t}"));
-            }
         }
         out
     }
