@@ -156,3 +156,49 @@ fn a_managed_fields_entry_that_cannot_be_read_is_ignored() {
     assert_eq!(code, 0, "{log}");
     assert_eq!(c.get(&n.name).unwrap().spec.version_priority, 10);
 }
+
+/// Only put-backs wait for a fight's pace: a manifest change is written at once, even while
+/// the next put-back is seconds away.
+#[test]
+fn a_manifest_change_during_a_paced_fight_is_written_at_once() {
+    let (_server, s, c) = test_server("paced");
+    let n = Names::new("paced");
+    let declared = manifest(
+        &n,
+        "",
+        &field_ownership::ca_bundle_line(field_ownership::declared()),
+    );
+    s.write("a.yaml", &declared);
+    let p = Proc::run_with_kubeconfig(&c.kubeconfig, &s, &n.args(&[]));
+    assert!(wait_until(|| c.get(&n.name).is_some()), "{}", p.log());
+    let injector = field_ownership::Injector::start(&c, &n.name, field_ownership::injected());
+    let put_backs = || {
+        p.log()
+            .lines()
+            .filter(|l| l.contains(&format!("{} 6C update", n.name)) && l.ends_with(": ok"))
+            .count()
+    };
+    // After the 10th put-back the next one waits 5 ms · 2^9 = 2.56 s.
+    assert!(
+        field_ownership::wait_for(Duration::from_secs(30), || put_backs() >= 10),
+        "{}",
+        p.log()
+    );
+    let changed = Instant::now();
+    s.write(
+        "a.yaml",
+        &declared.replace("versionPriority: 10", "versionPriority: 11"),
+    );
+    assert!(
+        field_ownership::wait_for(Duration::from_secs(2), || c
+            .get(&n.name)
+            .is_some_and(|o| o.spec.version_priority == 11)),
+        "the change waited for the fight's pace\n{}",
+        p.log()
+    );
+    let took = changed.elapsed();
+    assert!(took < Duration::from_millis(2000), "{took:?}");
+    injector.stop();
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
+}

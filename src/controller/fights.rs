@@ -7,9 +7,9 @@
 //! are two controllers fighting — typically two instances with the same label key
 //! and different manifests, or an injector writing a field the manifest declares too.
 //! We cannot stop that, but we say so, naming the writer, and pace our side: each
-//! further contested write of a name within a fight waits as the workqueue's per-key
-//! backoff would (5 ms doubling up to 1000 s), so a fight costs a few writes, not the
-//! ~65 a second of an unpaced one.
+//! further put-back of a field within a fight waits as the workqueue's per-key backoff
+//! would (5 ms doubling up to 1000 s), so a fight costs a few writes, not the ~65 a
+//! second of an unpaced one. Only put-backs wait: a manifest change is written at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +42,8 @@ struct Recent {
     streak: u32,
     /// The pace given after the last contested write.
     pace: Duration,
+    /// No put-back before this (the last contested write plus its pace).
+    not_before: Option<Instant>,
 }
 
 /// What a contested write means for the name.
@@ -81,6 +83,7 @@ impl FightDetector {
             .saturating_mul(1u32 << doublings)
             .min(DEFAULT_MAX_DELAY);
         let pace = r.pace;
+        r.not_before = Some(now + pace);
         r.times.push_back(now);
         while r
             .times
@@ -100,6 +103,14 @@ impl FightDetector {
             }
         });
         Contested { pace, fight }
+    }
+
+    /// How long a put-back of `name` must still wait at `now` (its pace since the last
+    /// contested write), if it must.
+    pub fn wait_before_put_back(&self, name: &str, now: Instant) -> Option<Duration> {
+        let recent = self.recent.lock();
+        let until = recent.get(name)?.not_before?;
+        (until > now).then(|| until - now)
     }
 
     /// Writes that redid work another writer undid, since start.
@@ -183,6 +194,11 @@ mod tests {
             at += c.pace;
         }
         assert_eq!(paces, [5, 10, 20, 40, 80, 160]);
+        // Until the pace has passed, a put-back waits.
+        let c = d.contested_write("b", t0);
+        assert_eq!(d.wait_before_put_back("b", t0), Some(c.pace));
+        assert_eq!(d.wait_before_put_back("b", t0 + c.pace), None);
+        assert_eq!(d.wait_before_put_back("never", t0), None);
         // Capped as the per-key backoff is.
         for _ in 0..40 {
             let c = d.contested_write("a", at);

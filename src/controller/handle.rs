@@ -783,11 +783,11 @@ impl Inner {
                 ca: &self.ca,
             };
             match sync::sync(&cx, &name) {
-                Ok(pace) => {
+                Ok(wait) => {
                     self.queue.forget(&name);
-                    // A put-back in a fight: no path writes the name again before its pace.
-                    if let Some(pace) = pace {
-                        self.queue.hold(name.clone(), pace);
+                    // A put-back held back by its pace in a fight: decided again then.
+                    if let Some(wait) = wait {
+                        self.queue.add_after(name.clone(), wait);
                     }
                 }
                 // Stopping: nothing to retry (the queue takes no more adds anyway).

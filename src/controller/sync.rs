@@ -61,8 +61,8 @@ pub(crate) const REJECTED_RETRY: Duration = crate::runtime::workqueue::DEFAULT_M
 /// watch lagging behind.
 pub(crate) const APPLY_UNSEEN_FOR: Duration = Duration::from_secs(30);
 
-/// A successful sync: how long the name waits before it may be written again (`Some`
-/// after putting back a field someone else changed, see [`FightDetector`]).
+/// A successful sync: `Some(wait)` when a put-back was held back by its pace in a fight
+/// (see [`FightDetector`]): the name is to be decided again after `wait`.
 pub(crate) type Pace = Option<Duration>;
 
 /// Why one sync of one name failed.
@@ -249,6 +249,15 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
             });
         }
     }
+    if put_back {
+        if let Some(wait) = cx.fights.wait_before_put_back(name, Instant::now()) {
+            // In a fight: this put-back waits for its pace; the name is decided again
+            // then (a manifest change is no put-back and is not held by this).
+            debug!("{name} {cell}: putting back declared fields in {wait:?} (paced fight)");
+            cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+            return Ok(Some(wait));
+        }
+    }
     // The fields an apply puts back and who else owns them, before it makes them ours.
     let (contested, contested_by) = match (&decision.action, put_back) {
         (Action::Update(a), true) => (
@@ -353,7 +362,6 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
             )
         }
     };
-    let mut pace = None;
     match &result {
         Ok(written_uid) => {
             info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}){differs}: ok");
@@ -389,15 +397,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
                 verb == "create" && cx.availability.created(name, written_uid.as_deref())
             };
             if put_back {
-                pace = Some(fight_over_fields(
-                    cx,
-                    name,
-                    uid.as_deref(),
-                    &contested,
-                    &contested_by,
-                ));
+                fight_over_fields(cx, name, uid.as_deref(), &contested, &contested_by);
             } else if cx.state.synced_once(name) && !ours && verb != "update" {
-                pace = Some(notice_contested(cx, name, verb));
+                notice_contested(cx, name, verb);
             }
         }
         // Shutdown cut the request short: not a failure worth a warning.
@@ -437,7 +439,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
     if result.is_ok() {
         removal_synced(cx, name, cell);
     }
-    result.map(|_| pace)
+    result.map(|_| None)
 }
 
 /// Answers that waiting will not change: the server refused the write as invalid (422),
@@ -766,19 +768,19 @@ fn write<T>(r: Result<T, Error>) -> Result<T, SyncError> {
 }
 
 /// An apply that put back declared `fields` someone else changed (`others`, from
-/// `managedFields`): counted and paced; when it amounts to a fight, reported once by log
-/// line and Warning Event `FieldFight`, naming the fields and the other writers. Answers
-/// how long the name waits before its next write.
+/// `managedFields`): counted and paced (the next put-back waits); when it amounts to a
+/// fight, reported once by log line and Warning Event `FieldFight`, naming the fields and
+/// the other writers.
 fn fight_over_fields(
     cx: &SyncContext<'_>,
     name: &str,
     uid: Option<&str>,
     fields: &[String],
     others: &[String],
-) -> Duration {
+) {
     let contested = cx.fights.contested_write(name, Instant::now());
     let Some(fight) = contested.fight else {
-        return contested.pace;
+        return;
     };
     let note = field_fight_note(fields, others);
     warn!(
@@ -789,7 +791,6 @@ fn fight_over_fields(
     cx.report
         .events
         .record(name, uid, EventReason::FieldFight, &note);
-    contested.pace
 }
 
 /// `spec.caBundle is also written by cainjector; remove it from the manifest or the
@@ -819,12 +820,10 @@ pub(crate) fn field_fight_note(fields: &[String], others: &[String]) -> String {
 }
 
 /// A create or delete of a name we had already synced: someone undid our work (deleted
-/// it, or brought back one we removed). Counted, paced, and reported when it amounts to
-/// a fight. Answers how long the name waits before its next write.
-fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) -> Duration {
-    let contested = cx.fights.contested_write(name, Instant::now());
-    let Some(fight) = contested.fight else {
-        return contested.pace;
+/// it, or brought back one we removed). Counted, and reported when it amounts to a fight.
+fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
+    let Some(fight) = cx.fights.contested_write(name, Instant::now()).fight else {
+        return;
     };
     let ours = cx.api.field_manager().unwrap_or_default();
     let writer = cx
@@ -839,7 +838,6 @@ fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) -> Duration {
         fight.writes,
         FIGHT_WINDOW.as_secs()
     );
-    contested.pace
 }
 
 #[cfg(test)]
