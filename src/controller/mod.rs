@@ -1,5 +1,6 @@
 //! The autoregister controller: desired set, decision table, workers, manifests.
 
+mod apply;
 pub mod availability;
 pub mod ca;
 pub mod decision;

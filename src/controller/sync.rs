@@ -5,21 +5,21 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
+use super::apply::{self, NotNow};
 use super::availability::Availability;
 use super::ca::{CaSources, Unresolved};
 use super::decision::{
-    decide, Action, Apply, Cell, Current, Decision, Desired, Facts, Ownership,
-    NOT_OURS_SPEC_MATCHES, ONSTART_CREATED_AFTER_START, ONSTART_ENTRY_SYNCED,
-    ONSTART_OBJECT_SYNCED, WITHDRAW_UNAVAILABLE,
+    decide, Action, Cell, Current, Decision, Desired, Facts, Ownership, NOT_OURS_SPEC_MATCHES,
+    ONSTART_CREATED_AFTER_START, ONSTART_ENTRY_SYNCED, ONSTART_OBJECT_SYNCED, WITHDRAW_UNAVAILABLE,
 };
 use super::events::EventReason;
-use super::fields::{self, Applied, Takeover};
+use super::fields::Applied;
 use super::fights::{FightDetector, FIGHT_WINDOW};
 use super::metrics::SyncResult;
 use super::report::Reporters;
-use super::state::{LastApply, Outcome, Rejection, State};
-use crate::api::{APIService, FieldPath, Resource, Status};
-use crate::client::{Api, DeleteParams, Error, ListParams};
+use super::state::{Outcome, Rejection, State};
+use crate::api::APIService;
+use crate::client::{Api, DeleteParams, Error};
 use crate::runtime::store::Store;
 
 /// What one sync needs besides the name: bookkeeping, cache, policy, API and the fight detector.
@@ -55,11 +55,6 @@ pub(crate) const STALE_CACHE_RETRY: Duration = Duration::from_secs(1);
 /// before it is sent again unchanged: the workqueue's maximum per-key backoff. A change of
 /// the manifest or of the object retries it at once.
 pub(crate) const REJECTED_RETRY: Duration = crate::runtime::workqueue::DEFAULT_MAX_DELAY;
-
-/// How long our own apply may take to show in the cache before the same apply is sent
-/// again: past this, a cache that still shows the object it was decided on is not our
-/// watch lagging behind.
-pub(crate) const APPLY_UNSEEN_FOR: Duration = Duration::from_secs(30);
 
 /// A successful sync: `Some(wait)` when a put-back was held back by its pace in a fight
 /// (see [`FightDetector`]): the name is to be decided again after `wait`.
@@ -203,36 +198,25 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
         cx.state.record_outcome(name, Outcome::Synced);
         return Ok(None);
     }
-    let cached_rv = cx
-        .store
-        .get(name)
-        .and_then(|o| o.metadata.resource_version.clone());
-    // What this write sends, hashed (a create sends the configuration an apply would).
-    let written_fp = match &decision.action {
-        Action::Create(o) => config_fingerprint(o),
-        Action::Update(a) | Action::Adopt(a) => config_fingerprint(&a.config),
-        _ => None,
-    };
-    let applied_fp =
-        written_fp.filter(|_| matches!(decision.action, Action::Update(_) | Action::Adopt(_)));
-    let last_apply = cx.state.last_apply(name);
-    if let (Some(fp), Some(last)) = (applied_fp, &last_apply) {
-        if last.based_on.contains(&cached_rv) && last.at.elapsed() < APPLY_UNSEEN_FOR {
+    let prior = match apply::prior(cx, name, &decision.action) {
+        Ok(p) => p,
+        Err(NotNow::Unseen) => {
             // Our apply has not reached the cache yet (its watch event decides the name
             // again): the same apply now would be a write the server already has.
-            let same = if last.fingerprint == fp { "this" } else { "an" };
-            debug!("{name} {cell}: {same} apply is answered, waiting for the watch to show it");
+            debug!("{name} {cell}: our apply is answered, waiting for the watch to show it");
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             cx.state.record_outcome(name, Outcome::Synced);
             return Ok(None);
         }
-    }
-    // The same apply as last time, to an object that changed since: someone undid it.
-    let put_back = matches!(decision.action, Action::Update(_))
-        && cx.state.synced_once(name)
-        && applied_fp.is_some()
-        && last_apply.as_ref().map(|l| l.fingerprint) == applied_fp;
-    let fingerprint = write_fingerprint(&decision.action, cached_rv.as_deref());
+        Err(NotNow::Paced(wait)) => {
+            // In a fight: this put-back waits for its pace; the name is decided again
+            // then (a manifest change is no put-back and is not held by this).
+            debug!("{name} {cell}: putting back declared fields in {wait:?} (paced fight)");
+            cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+            return Ok(Some(wait));
+        }
+    };
+    let fingerprint = write_fingerprint(&decision.action, prior.cached_rv.as_deref());
     if let (Some(fp), Some(r)) = (fingerprint, cx.state.rejection(name)) {
         let age = r.at.elapsed();
         if r.fingerprint == fp && age < REJECTED_RETRY {
@@ -249,32 +233,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
             });
         }
     }
-    if put_back {
-        if let Some(wait) = cx.fights.wait_before_put_back(name, Instant::now()) {
-            // In a fight: this put-back waits for its pace; the name is decided again
-            // then (a manifest change is no put-back and is not held by this).
-            debug!("{name} {cell}: putting back declared fields in {wait:?} (paced fight)");
-            cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
-            return Ok(Some(wait));
-        }
-    }
-    // The fields an apply puts back and who else owns them, before it makes them ours.
-    let (contested, contested_by) = match (&decision.action, put_back) {
-        (Action::Update(a), true) => (
-            a.differs.iter().map(ToString::to_string).collect(),
-            cx.store
-                .get(name)
-                .and_then(|o| o.metadata.field_ownership())
-                .map(|o| {
-                    fields::others_owning(&o, &a.differs, &cx.ownership.field_manager)
-                        .into_iter()
-                        .map(str::to_string)
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default(),
-        ),
-        _ => (Vec::new(), Vec::new()),
-    };
+    // The fields a put-back restores and who else owns them, before it makes them ours.
+    let contest = apply::contest(cx, name, &decision.action, &prior);
     if !matches!(
         decision.action,
         Action::None | Action::Blocked(_) | Action::Error(_)
@@ -287,7 +247,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
         }
     }
     let differs = match &decision.action {
-        Action::Update(a) | Action::Adopt(a) => describe_apply(a),
+        Action::Update(a) | Action::Adopt(a) => apply::describe(a),
         _ => String::new(),
     };
     // The resourceVersion our takeover of managedFields wrote before the apply, if any.
@@ -342,12 +302,12 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
         Action::Update(a) => (
             "update",
             Some(EventReason::Updated),
-            write(apply(cx, name, &a, &mut taken_over).map(|()| uid.clone())),
+            write(apply::send(cx, name, &a, &mut taken_over).map(|()| uid.clone())),
         ),
         Action::Adopt(a) => (
             "adopt",
             Some(EventReason::Adopted),
-            write(apply(cx, name, &a, &mut taken_over).map(|()| uid.clone())),
+            write(apply::send(cx, name, &a, &mut taken_over).map(|()| uid.clone())),
         ),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
@@ -365,16 +325,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
     match &result {
         Ok(written_uid) => {
             info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}){differs}: ok");
-            if let (Some(fp), "create" | "update" | "adopt") = (written_fp, verb) {
-                cx.state.note_applied(
-                    name,
-                    LastApply {
-                        fingerprint: fp,
-                        based_on: vec![cached_rv.clone(), taken_over.clone()],
-                        at: Instant::now(),
-                    },
-                );
-            }
+            apply::note_written(cx, name, &prior, taken_over);
             if verb == "create" {
                 // Noted first, then checked: the watch may have shown the object already
                 // (its event can overtake this answer); if not, its event clears the note.
@@ -396,8 +347,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
             } else {
                 verb == "create" && cx.availability.created(name, written_uid.as_deref())
             };
-            if put_back {
-                fight_over_fields(cx, name, uid.as_deref(), &contested, &contested_by);
+            if let Some(contest) = &contest {
+                apply::fight_over_fields(cx, name, uid.as_deref(), contest);
             } else if cx.state.synced_once(name) && !ours && verb != "update" {
                 notice_contested(cx, name, verb);
             }
@@ -447,98 +398,6 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
 /// (409 without `force`, which we always send: should one happen anyway).
 fn refused(e: &Error) -> bool {
     e.is_invalid() || e.is_unsupported_media_type() || e.is_apply_conflict()
-}
-
-/// ` (spec.caBundle; releases metadata.labels["x"])`: what an apply changes, for its log line.
-fn describe_apply(a: &Apply) -> String {
-    let list = |paths: &[FieldPath]| {
-        paths
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match (a.differs.is_empty(), a.released.is_empty()) {
-        (true, true) => String::new(),
-        (false, true) => format!(" [{}]", list(&a.differs)),
-        (true, false) => format!(" [releases {}]", list(&a.released)),
-        (false, false) => format!(" [{}; releases {}]", list(&a.differs), list(&a.released)),
-    }
-}
-
-/// Server-side apply of `a`, after moving the ownership it takes over into our apply
-/// entry: a JSON patch of `managedFields` guarded by the resourceVersion, as kubectl's
-/// `csaupgrade` sends it, so that the apply can release what older writes of ours (or an
-/// adopted object's writers) own.
-fn apply(
-    cx: &SyncContext<'_>,
-    name: &str,
-    a: &Apply,
-    taken_over: &mut Option<Box<str>>,
-) -> Result<(), Error> {
-    if a.takeover != Takeover::None {
-        *taken_over = take_over(cx, name, a)?;
-    }
-    cx.api.apply_unread(&a.config, true)
-}
-
-/// Moves ownership as `a.takeover` says; answers the resourceVersion it wrote, if it did.
-fn take_over(cx: &SyncContext<'_>, name: &str, a: &Apply) -> Result<Option<Box<str>>, Error> {
-    // Read by a list of that one name: the cache has no managedFields, and the grant to
-    // list is there already (one to get would be for this read alone).
-    let live = cx
-        .api
-        .list(&ListParams {
-            field_selector: Some(format!("metadata.name={name}")),
-            ..Default::default()
-        })?
-        .items
-        .into_iter()
-        .find(|o| o.name() == name);
-    let Some(live) = live else {
-        return Err(Error::from_status(Status::failure(
-            404,
-            "NotFound",
-            format!("{name} was deleted since it was read"),
-        )));
-    };
-    if live.metadata.uid != a.config.metadata.uid {
-        // Replaced since the decision: its watch event decides the name again.
-        return Err(Error::from_status(Status::failure(
-            409,
-            "Conflict",
-            format!("{name} was replaced by another object since it was read"),
-        )));
-    }
-    let Some(entries) = live.metadata.managed_fields.as_ref().map(|m| m.to_value()) else {
-        return Ok(None);
-    };
-    let declared: Vec<FieldPath> = Applied::from_config(a.config.clone())
-        .declared()
-        .cloned()
-        .collect();
-    let Some(list) = fields::takeover(
-        &entries,
-        &cx.ownership.field_manager,
-        &declared,
-        a.takeover,
-        &APIService::api_version(),
-    ) else {
-        return Ok(None);
-    };
-    let ops = serde_json::json!([
-        {"op": "replace", "path": "/metadata/managedFields", "value": list},
-        {"op": "replace", "path": "/metadata/resourceVersion", "value": live.metadata.resource_version},
-    ]);
-    let patched = cx.api.json_patch(name, &ops)?;
-    debug!(
-        "{name}: ownership moved into our apply entry ({})",
-        match a.takeover {
-            Takeover::Adoption => "adoption",
-            _ => "our update entry",
-        }
-    );
-    Ok(patched.metadata.resource_version)
 }
 
 /// After a successful sync decided in column A (not desired): the name's removal is done,
@@ -651,24 +510,8 @@ fn write_fingerprint(action: &Action, cached_rv: Option<&str>) -> Option<u64> {
     };
     let mut h = std::collections::hash_map::DefaultHasher::new();
     verb.hash(&mut h);
-    config_fingerprint(obj)?.hash(&mut h);
+    apply::config_fingerprint(obj)?.hash(&mut h);
     cached_rv.hash(&mut h);
-    Some(h.finish())
-}
-
-/// What an applied configuration sets, hashed (not the UID an apply carries, which names
-/// the object, not a field).
-fn config_fingerprint(config: &APIService) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let mut v = serde_json::to_value(config).ok()?;
-    if let Some(m) = v
-        .get_mut("metadata")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        m.remove("uid");
-    }
-    v.to_string().hash(&mut h);
     Some(h.finish())
 }
 
@@ -765,58 +608,6 @@ impl fmt::Display for Why {
 
 fn write<T>(r: Result<T, Error>) -> Result<T, SyncError> {
     r.map_err(SyncError::Write)
-}
-
-/// An apply that put back declared `fields` someone else changed (`others`, from
-/// `managedFields`): counted and paced (the next put-back waits); when it amounts to a
-/// fight, reported once by log line and Warning Event `FieldFight`, naming the fields and
-/// the other writers.
-fn fight_over_fields(
-    cx: &SyncContext<'_>,
-    name: &str,
-    uid: Option<&str>,
-    fields: &[String],
-    others: &[String],
-) {
-    let contested = cx.fights.contested_write(name, Instant::now());
-    let Some(fight) = contested.fight else {
-        return;
-    };
-    let note = field_fight_note(fields, others);
-    warn!(
-        "{name}: FieldFight: {note} ({} writes within {}s putting it back)",
-        fight.writes,
-        FIGHT_WINDOW.as_secs()
-    );
-    cx.report
-        .events
-        .record(name, uid, EventReason::FieldFight, &note);
-}
-
-/// `spec.caBundle is also written by cainjector; remove it from the manifest or the
-/// injector's annotation`.
-pub(crate) fn field_fight_note(fields: &[String], others: &[String]) -> String {
-    let what = if fields.is_empty() {
-        "a declared field".to_string()
-    } else {
-        fields.join(", ")
-    };
-    let verb = if fields.len() > 1 { "are" } else { "is" };
-    let who = if others.is_empty() {
-        "another writer".to_string()
-    } else {
-        others.join(" and ")
-    };
-    let remedy = if fields.iter().all(|f| f == "spec.caBundle") && !fields.is_empty() {
-        "remove it from the manifest or the injector's annotation".to_string()
-    } else {
-        format!(
-            "remove {} from the manifest or stop {who} writing {}",
-            if fields.len() > 1 { "them" } else { "it" },
-            if fields.len() > 1 { "them" } else { "it" },
-        )
-    };
-    format!("{what} {verb} also written by {who}; {remedy}")
 }
 
 /// A create or delete of a name we had already synced: someone undid our work (deleted
