@@ -12,8 +12,11 @@ STATIC_BIN = $(TARGET_DIR)/$(STATIC_TARGET)/release/autoregister
 # Python packages the tests need (prometheus_client, the reference /metrics parser) go
 # here when the system lacks them: inside the target dir, so `cargo clean` removes them.
 PY_DIR = $(TARGET_DIR)/py
+# The real kube-apiserver, etcd and sample-apiserver the end-to-end tests also run against,
+# built from tests/kube with Go (once per version; see scripts/kube-build.sh).
+KUBE_DIR = $(TARGET_DIR)/kube
 
-.PHONY: build test demo static image bench bench-micro fmt clippy chaos msrv
+.PHONY: build test kube soak demo static image bench bench-micro fmt clippy chaos msrv
 
 build:
 	$(CARGO) build --release
@@ -22,7 +25,22 @@ test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features testing -- -D warnings
 	scripts/test-deps.sh "$(PY_DIR)"
-	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(CARGO) test --features testing
+	scripts/kube-build.sh "$(KUBE_DIR)"
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" $(CARGO) test --features testing
+
+kube:
+	scripts/kube-build.sh "$(KUBE_DIR)"
+
+# Flaky-test hunt, not part of `make test`: the whole suite SOAK times with one core kept
+# busy (scripts/soak.sh), then each failing test with its count and first failure's output.
+# CHAOS_SEEDS=N runs N fresh chaos seeds each round (from CHAOS_FIRST, default 51).
+SOAK ?= 5
+soak:
+	scripts/test-deps.sh "$(PY_DIR)"
+	scripts/kube-build.sh "$(KUBE_DIR)"
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" \
+	  CARGO="$(CARGO)" SOAK_DIR="$(TARGET_DIR)/soak" \
+	  CHAOS_SEEDS="$(CHAOS_SEEDS)" CHAOS_FIRST="$(CHAOS_FIRST)" scripts/soak.sh $(SOAK)
 
 # Long chaos runs: `make chaos SEEDS=1000` (CHAOS_FIRST=N starts elsewhere); a failing
 # seed prints the one command that replays it.

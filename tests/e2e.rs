@@ -808,6 +808,17 @@ fn an_unreachable_or_refusing_server_is_one_message_with_its_count() {
         !log.lines().any(|l| l.contains("ERROR   v1.")),
         "no line per name:\n{log}"
     );
+    // Before the summary, the refused connection is one WARN line (the cause), not one
+    // from the reachability gate and another from the list that found it.
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("refused"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].contains("the API server cannot be reached"),
+        "{log}"
+    );
 
     // 401 on the list: the same, once, and the token never shown.
     let server = TestServer::builder()

@@ -20,7 +20,7 @@ use crate::client::{Error, ListParams};
 /// watch lagging behind.
 pub(crate) const APPLY_UNSEEN_FOR: Duration = Duration::from_secs(30);
 
-/// ` (spec.caBundle; releases metadata.labels["x"])`: what an apply changes, for its log line.
+/// ` [spec.caBundle; releases metadata.labels["x"]]`: what an apply changes, for its log line.
 pub(crate) fn describe(a: &Apply) -> String {
     let list = |paths: &[FieldPath]| {
         paths
