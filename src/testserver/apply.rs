@@ -53,21 +53,16 @@ pub(crate) fn apply(
     let empty = json!({});
     let live_obj = live.unwrap_or(&empty);
     if let (Some(live), Some(uid)) = (live, config.pointer("/metadata/uid")) {
-        // BeforeUpdate's ValidateObjectMetaUpdate: the UID is immutable.
+        // The UID is immutable (`ValidateObjectMetaUpdate`), checked twice by BeforeUpdate:
+        // in its common fields and again in the strategy's ValidateUpdate, so the cause
+        // comes twice (kube-apiserver logs "Found duplicate validation error").
         if live.pointer("/metadata/uid") != Some(uid) {
             let name = live
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            return Err(errors::invalid(
-                kind,
-                name,
-                &[FieldError::invalid(
-                    "metadata.uid",
-                    uid,
-                    "field is immutable",
-                )],
-            ));
+            let immutable = FieldError::invalid("metadata.uid", uid, "field is immutable");
+            return Err(errors::invalid(kind, name, &[immutable.clone(), immutable]));
         }
     }
     let mut list = managedfields::entries(live_obj);

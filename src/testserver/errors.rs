@@ -185,10 +185,15 @@ pub(crate) fn invalid(kind: &Kind, name: &str, errs: &[FieldError]) -> ApiErr {
 }
 
 fn invalid_named(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> ApiErr {
-    let parts: Vec<String> = errs
-        .iter()
-        .map(|e| format!("{}: {}", e.field, e.message))
-        .collect();
+    // The message lists each error once (an aggregate's `Error()` drops repeats); the
+    // causes keep every one (`NewInvalid`).
+    let mut parts: Vec<String> = Vec::new();
+    for e in errs {
+        let part = format!("{}: {}", e.field, e.message);
+        if !parts.contains(&part) {
+            parts.push(part);
+        }
+    }
     let list = if parts.len() == 1 {
         parts[0].clone()
     } else {

@@ -1,29 +1,29 @@
-//! Field ownership through the binary, as bodies that take the cluster under test: the
-//! test server here (tests/field_ownership.rs), the real kube-apiserver elsewhere. Each
-//! body talks to the cluster only through its kubeconfig (the binary, and a client for
-//! what other writers do and what the object holds), uses names and a label key of its
-//! own (`tag`), and deletes what it created.
+//! Field ownership through the binary, as bodies that take the cluster under test
+//! (`cluster::Cluster`): the test server playing kube-apiserver, and the real
+//! kube-apiserver, whose `managedFields` are the oracle. Each body talks to the cluster
+//! through the binary and a client (for what other writers do and what the object holds),
+//! uses names and a label key of its own, and deletes what it created.
 //!
-//! Use with `#[path = "support/binary.rs"] mod binary;` and
-//! `#[path = "support/field_ownership.rs"] mod field_ownership;` at a test crate's root.
+//! Use with `mod binary;`, `mod kube;`, `mod cluster;` and this module from `support/`.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use autoregister::api::{APIService, Event};
-use autoregister::client::{Api, Client, Config, ConnectOptions, DeleteParams, ListParams};
+use autoregister::client::{Api, DeleteParams, ListParams};
 use serde_json::{json, Value};
 
 use crate::binary::{wait_until, wait_until_for, Proc, Scratch, WAIT};
+use crate::cluster::{tag, Cluster};
 
 /// The manager cert-manager's cainjector writes as.
 pub const INJECTOR: &str = "cainjector";
 /// The manager older versions of this program wrote as (the binary still does).
 pub const OURS: &str = "autoregister";
+
 /// The CA bundle the injector writes.
 pub fn injected() -> &'static [u8] {
     static PEM: OnceLock<Vec<u8>> = OnceLock::new();
@@ -48,74 +48,58 @@ fn self_signed_ca(cn: &str) -> Vec<u8> {
     params.self_signed(&key).unwrap().pem().into_bytes()
 }
 
-/// The cluster under test.
-pub struct Cluster {
-    /// A kubeconfig for it (the binary's `--kubeconfig`).
-    pub kubeconfig: PathBuf,
-    client: Client,
+/// APIServices on `c`, written as `manager`.
+pub fn api_as(c: &Cluster, manager: &str) -> Api<APIService> {
+    Api::all(c.client()).with_field_manager(manager)
 }
 
-impl Cluster {
-    /// The cluster `kubeconfig` names.
-    pub fn new(kubeconfig: &Path) -> Cluster {
-        let config = Config::infer(&ConnectOptions {
-            kubeconfig: Some(kubeconfig.to_path_buf()),
-            ..Default::default()
+/// The object `name`, if any.
+pub fn get(c: &Cluster, name: &str) -> Option<APIService> {
+    c.api().get(name).ok()
+}
+
+/// The managedFields entry of `manager` for `operation` on `name`, as JSON.
+pub fn entry(c: &Cluster, name: &str, manager: &str, operation: &str) -> Option<Value> {
+    let o = c.get(name)?;
+    o["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|e| e["manager"] == manager && e["operation"] == operation)
+        .cloned()
+}
+
+/// The `(manager, operation)` of each managedFields entry of `name` on the main resource.
+pub fn managers(c: &Cluster, name: &str) -> Vec<(String, String)> {
+    let o = c.get(name).unwrap_or(Value::Null);
+    o["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e.get("subresource").is_none_or(Value::is_null))
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap_or("").to_string(),
+                e["operation"].as_str().unwrap_or("").to_string(),
+            )
         })
-        .unwrap();
-        Cluster {
-            kubeconfig: kubeconfig.to_path_buf(),
-            client: Client::new(config).unwrap(),
-        }
-    }
+        .collect()
+}
 
-    /// APIServices, written as `manager`.
-    pub fn api(&self, manager: &str) -> Api<APIService> {
-        Api::all(self.client.clone()).with_field_manager(manager)
-    }
+/// The Events about `name` with `reason` (the controller records them in `default`).
+pub fn events(c: &Cluster, name: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(c.client(), "default")
+        .list(&ListParams::default())
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.regarding.name == name && e.reason == reason)
+        .collect()
+}
 
-    /// The object `name`, if any.
-    pub fn get(&self, name: &str) -> Option<APIService> {
-        self.api(OURS).get(name).ok()
-    }
-
-    /// The object `name` as JSON (managedFields included), if any.
-    pub fn get_json(&self, name: &str) -> Option<Value> {
-        self.get(name).map(|o| serde_json::to_value(o).unwrap())
-    }
-
-    /// The `(manager, operation)` of each managedFields entry of `name`.
-    pub fn managers(&self, name: &str) -> Vec<(String, String)> {
-        let o = self.get_json(name).unwrap_or(Value::Null);
-        o["metadata"]["managedFields"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| {
-                (
-                    e["manager"].as_str().unwrap_or("").to_string(),
-                    e["operation"].as_str().unwrap_or("").to_string(),
-                )
-            })
-            .collect()
-    }
-
-    /// The Events about `name` with `reason` (the controller records them in `default`).
-    pub fn events(&self, name: &str, reason: &str) -> Vec<Event> {
-        Api::<Event>::namespaced(self.client.clone(), "default")
-            .list(&ListParams::default())
-            .map(|l| l.items)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|e| e.regarding.name == name && e.reason == reason)
-            .collect()
-    }
-
-    /// Deletes `names` (best effort: a body cleans up after itself on a shared cluster).
-    pub fn delete(&self, names: &[&str]) {
-        for n in names {
-            let _ = self.api(OURS).delete(n, &DeleteParams::default());
-        }
+/// Deletes `names` (best effort: a body cleans up after itself on a shared cluster).
+pub fn delete(c: &Cluster, names: &[&str]) {
+    for n in names {
+        let _ = c.api().delete(n, &DeleteParams::default());
     }
 }
 
@@ -130,14 +114,21 @@ pub struct Names {
 }
 
 impl Names {
-    /// The names of a run tagged `tag` (lower-case letters, digits, `-`).
-    pub fn new(tag: &str) -> Names {
+    /// The names of one run of `test` (lower-case letters, digits, `-`), apart from every
+    /// other run's.
+    pub fn new(test: &str) -> Names {
+        let tag = tag(test);
         let group = format!("{tag}.fields.example.com");
         Names {
             name: format!("v1.{group}"),
             group,
             key: format!("{tag}.fields.autoregister.dev/automanaged"),
         }
+    }
+
+    /// The Service name the APIService points at (none exists: nothing dials it).
+    pub fn backend(&self) -> String {
+        format!("{}-backend", self.group.split('.').next().unwrap_or("x"))
     }
 
     /// `--label-key <key>` and `extra`, for the binary.
@@ -154,10 +145,10 @@ pub fn manifest(n: &Names, metadata: &str, spec: &str) -> String {
     format!(
         "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {}\n{metadata}\
          spec:\n  group: {}\n  version: v1\n  groupPriorityMinimum: 100\n  versionPriority: 10\n  \
-         service:\n    namespace: default\n    name: {}-backend\n{spec}",
+         service:\n    namespace: default\n    name: {}\n{spec}",
         n.name,
         n.group,
-        n.group.split('.').next().unwrap_or("x"),
+        n.backend(),
     )
 }
 
@@ -182,7 +173,7 @@ pub struct Injector {
 impl Injector {
     /// Starts injecting `bundle` into `name`.
     pub fn start(c: &Cluster, name: &str, bundle: &'static [u8]) -> Injector {
-        let api = c.api(INJECTOR);
+        let api = api_as(c, INJECTOR);
         let name = name.to_string();
         let stop = Arc::new(AtomicBool::new(false));
         let writes = Arc::new(AtomicUsize::new(0));
@@ -244,66 +235,74 @@ fn logged_at(line: &str) -> SystemTime {
     autoregister::api::time::parse_rfc3339(stamp).unwrap_or_else(|| panic!("no timestamp: {line}"))
 }
 
+/// Runs the binary (`run`) against `c` with `n`'s label key and `extra`.
+fn run(c: &Cluster, s: &Scratch, n: &Names, extra: &[&str]) -> Proc {
+    Proc::run(c.target(), s, &n.args(extra))
+}
+
+/// `run --once` against `c`; the exit code and the log.
+fn run_once(c: &Cluster, s: &Scratch, n: &Names, extra: &[&str]) -> (i32, String) {
+    let mut args = vec!["--once"];
+    args.extend_from_slice(extra);
+    Proc::run(c.target(), s, &n.args(&args)).wait_exit(WAIT)
+}
+
 /// With an injector beside it, an APIService whose manifest has no `caBundle` keeps the
 /// injected one for `quiet`, with no write of ours after the create: the field is the
-/// injector's, not a difference.
-pub fn an_injected_ca_bundle_is_kept_with_no_write_of_ours(
-    c: &Cluster,
-    tag: &str,
-    quiet: Duration,
-) {
-    let n = Names::new(tag);
-    let s = Scratch::new(tag);
+/// injector's, not a difference. (The aggregator's availability controller writes the
+/// status meanwhile: our entry in managedFields and our log are the oracle, not the
+/// resourceVersion.)
+pub fn an_injected_ca_bundle_is_kept_with_no_write_of_ours(c: &Cluster, quiet: Duration) {
+    let n = Names::new("kept");
+    let s = Scratch::new("fields-kept");
     // cert-manager's own annotation: it is what makes cainjector inject.
     let meta = "  annotations:\n    cert-manager.io/inject-ca-from: default/backend-tls\n";
     s.write("a.yaml", &manifest(&n, meta, ""));
-    let p = Proc::run_with_kubeconfig(&c.kubeconfig, &s, &n.args(&[]));
-    assert!(wait_until(|| c.get(&n.name).is_some()), "{}", p.log());
+    let p = run(c, &s, &n, &[]);
+    assert!(wait_until(|| get(c, &n.name).is_some()), "{}", p.log());
     let injector = Injector::start(c, &n.name, injected());
     assert!(
-        wait_until(|| c
-            .get(&n.name)
-            .is_some_and(|o| o.spec.ca_bundle.as_deref() == Some(injected()))),
+        wait_until(
+            || get(c, &n.name).is_some_and(|o| o.spec.ca_bundle.as_deref() == Some(injected()))
+        ),
         "never injected\n{}",
         p.log()
     );
-    let version = c.get(&n.name).unwrap().metadata.resource_version;
-    // For the whole period: the injected bundle stays and nobody writes the object.
+    let ours = || {
+        (
+            entry(c, &n.name, OURS, "Update"),
+            entry(c, &n.name, OURS, "Apply"),
+        )
+    };
+    let before = ours();
+    assert!(before.0.is_some(), "created by us: {:?}", c.get(&n.name));
+    // For the whole period: the injected bundle stays, and what we own does not move.
     let until = Instant::now() + quiet;
     while Instant::now() < until {
-        let o = c.get(&n.name).unwrap();
-        assert_eq!(
-            o.metadata.resource_version,
-            version,
-            "the object was written again\n{}",
-            p.log()
-        );
-        assert_eq!(o.spec.ca_bundle.as_deref(), Some(injected()));
+        let o = get(c, &n.name).unwrap();
+        assert_eq!(o.spec.ca_bundle.as_deref(), Some(injected()), "{}", p.log());
+        assert_eq!(ours(), before, "we wrote again\n{}", p.log());
         std::thread::sleep(Duration::from_millis(50));
     }
-    let injected = injector.stop();
+    let injected_writes = injector.stop();
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
-    assert_eq!(injected, 1, "the injector had to inject again: {log}");
+    assert_eq!(
+        injected_writes, 1,
+        "the injector had to inject again: {log}"
+    );
     assert_eq!(our_writes(&log, &n.name, "create").len(), 1, "{log}");
     for verb in ["update", "adopt", "delete"] {
         assert!(our_writes(&log, &n.name, verb).is_empty(), "{log}");
     }
     assert!(!log.contains("FieldFight"), "{log}");
-    let kept = c.get_json(&n.name).unwrap();
-    let theirs = kept["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["manager"] == INJECTOR)
-        .cloned()
-        .unwrap_or_default();
+    let theirs = entry(c, &n.name, INJECTOR, "Update").unwrap_or_default();
     assert_eq!(
         theirs["fieldsV1"]["f:spec"]["f:caBundle"],
         json!({}),
-        "{kept}"
+        "{theirs}"
     );
-    c.delete(&[&n.name]);
+    delete(c, &[&n.name]);
 }
 
 /// A manifest that declares `caBundle` beside an injector: the controller puts its bundle
@@ -312,17 +311,16 @@ pub fn an_injected_ca_bundle_is_kept_with_no_write_of_ours(
 /// injector. `observe` is how long the fight is watched after its report.
 pub fn a_declared_ca_bundle_beside_an_injector_is_one_reported_paced_fight(
     c: &Cluster,
-    tag: &str,
     observe: Duration,
 ) {
-    let n = Names::new(tag);
-    let s = Scratch::new(tag);
+    let n = Names::new("fight");
+    let s = Scratch::new("fields-fight");
     s.write("a.yaml", &manifest(&n, "", &ca_bundle_line(declared())));
-    let p = Proc::run_with_kubeconfig(&c.kubeconfig, &s, &n.args(&[]));
+    let p = run(c, &s, &n, &[]);
     assert!(
-        wait_until(|| c
-            .get(&n.name)
-            .is_some_and(|o| o.spec.ca_bundle.as_deref() == Some(declared()))),
+        wait_until(
+            || get(c, &n.name).is_some_and(|o| o.spec.ca_bundle.as_deref() == Some(declared()))
+        ),
         "{}",
         p.log()
     );
@@ -344,12 +342,16 @@ pub fn a_declared_ca_bundle_beside_an_injector_is_one_reported_paced_fight(
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
     assert_eq!(log.matches("FieldFight").count(), 1, "reported once: {log}");
-    let events = c.events(&n.name, "FieldFight");
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0].type_, "Warning");
-    assert!(events[0].note.contains(INJECTOR), "{:?}", events[0].note);
-    // Put-backs: the first at once, each further one at least twice the wait of the one
-    // before (5 ms, 10 ms, 20 ms, ...), so a fight costs a few writes, not ~65 a second.
+    assert!(
+        wait_until(|| events(c, &n.name, "FieldFight").len() == 1),
+        "{:?}",
+        events(c, &n.name, "FieldFight")
+    );
+    let ev = &events(c, &n.name, "FieldFight")[0];
+    assert_eq!(ev.type_, "Warning");
+    assert!(ev.note.contains(INJECTOR), "{:?}", ev.note);
+    // Put-backs: each further one at least twice the wait of the one before (5 ms, 10 ms,
+    // 20 ms, ...), so a fight costs a few writes, not ~65 a second.
     let puts: Vec<SystemTime> = our_writes(&log, &n.name, "update")
         .into_iter()
         .map(logged_at)
@@ -376,47 +378,49 @@ pub fn a_declared_ca_bundle_beside_an_injector_is_one_reported_paced_fight(
         "{} put-backs in {fought:?}\n{log}",
         puts.len()
     );
-    c.delete(&[&n.name]);
+    delete(c, &[&n.name]);
 }
 
 /// A field the manifest stops declaring (a label, an annotation, a spec field) is removed
 /// from the object; a field another manager wrote beside ours stays.
-pub fn a_field_dropped_from_the_manifest_is_removed(c: &Cluster, tag: &str) {
-    let n = Names::new(tag);
-    let s = Scratch::new(tag);
+pub fn a_field_dropped_from_the_manifest_is_removed(c: &Cluster) {
+    let n = Names::new("dropped");
+    let s = Scratch::new("fields-dropped");
     let full = "  labels:\n    team: storage\n  annotations:\n    note: declared\n";
     s.write(
         "a.yaml",
         &manifest(&n, full, "  insecureSkipTLSVerify: true\n"),
     );
-    let p = Proc::run_with_kubeconfig(&c.kubeconfig, &s, &n.args(&[]));
+    let p = run(c, &s, &n, &[]);
     assert!(
-        wait_until(|| c.get(&n.name).is_some_and(
+        wait_until(|| get(c, &n.name).is_some_and(
             |o| o.spec.insecure_skip_tls_verify && o.metadata.label("team") == Some("storage")
         )),
         "{}",
         p.log()
     );
     // Another writer labels the object: its label is its own.
-    let other = c.api("labeller");
-    let mut o = other.get(&n.name).unwrap();
-    o.metadata.set_label("cost-center", "42");
-    other.update(&o).unwrap();
+    let other = api_as(c, "labeller");
+    assert!(wait_until(|| {
+        let mut o = other.get(&n.name).unwrap();
+        o.metadata.set_label("cost-center", "42");
+        other.update(&o).is_ok()
+    }));
     s.write("a.yaml", &manifest(&n, "", ""));
     assert!(
-        wait_until(|| c
-            .get(&n.name)
-            .is_some_and(|o| !o.spec.insecure_skip_tls_verify
+        wait_until(
+            || get(c, &n.name).is_some_and(|o| !o.spec.insecure_skip_tls_verify
                 && o.metadata.label("team").is_none()
                 && o.metadata
                     .annotations
                     .as_ref()
-                    .is_none_or(|a| a.get("note").is_none()))),
+                    .is_none_or(|a| a.get("note").is_none()))
+        ),
         "the dropped fields stayed: {:?}\n{}",
-        c.get_json(&n.name),
+        c.get(&n.name),
         p.log()
     );
-    let o = c.get(&n.name).unwrap();
+    let o = get(c, &n.name).unwrap();
     assert_eq!(
         o.metadata.label("cost-center"),
         Some("42"),
@@ -426,120 +430,109 @@ pub fn a_field_dropped_from_the_manifest_is_removed(c: &Cluster, tag: &str) {
     assert_eq!(o.spec.version_priority, 10);
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
-    c.delete(&[&n.name]);
+    delete(c, &[&n.name]);
 }
 
 /// An object written the old way (created and updated with `update` as `autoregister`,
 /// as earlier versions did) is taken over by the first apply: a field its manifest then
 /// no longer declares is removed, and our `update` entry is gone into our `apply` entry.
-pub fn an_object_written_by_update_migrates_and_drops_a_field(c: &Cluster, tag: &str) {
-    let n = Names::new(tag);
-    let old = c.api(OURS);
-    let mut obj: APIService = serde_json::from_value(json!({
+pub fn an_object_written_by_update_migrates_and_drops_a_field(c: &Cluster) {
+    let n = Names::new("migrated");
+    let old = api_as(c, OURS);
+    let obj: APIService = serde_json::from_value(json!({
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": n.name, "labels": {n.key.as_str(): "true", "team": "storage"}},
         "spec": {"group": n.group, "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 5,
                  "insecureSkipTLSVerify": true,
-                 "service": {"namespace": "default", "name": format!("{tag}-backend")}},
+                 "service": {"namespace": "default", "name": n.backend()}},
     }))
     .unwrap();
-    obj = old.create(&obj).unwrap();
-    obj.spec.version_priority = 10;
-    old.update(&obj).unwrap();
-    assert_eq!(c.managers(&n.name), [(OURS.into(), "Update".into())]);
-    let s = Scratch::new(tag);
+    old.create(&obj).unwrap();
+    // The aggregator may have written the status meanwhile: an update goes on the fresh one.
+    assert!(wait_until(|| {
+        let mut fresh = old.get(&n.name).unwrap();
+        fresh.spec.version_priority = 10;
+        old.update(&fresh).is_ok()
+    }));
+    assert_eq!(managers(c, &n.name), [(OURS.into(), "Update".into())]);
+    let s = Scratch::new("fields-migrated");
     s.write("a.yaml", &manifest(&n, "", ""));
-    let p = Proc::run_with_kubeconfig(&c.kubeconfig, &s, &n.args(&[]));
+    let p = run(c, &s, &n, &[]);
     assert!(
-        wait_until(|| c.get(&n.name).is_some_and(
+        wait_until(|| get(c, &n.name).is_some_and(
             |o| !o.spec.insecure_skip_tls_verify && o.metadata.label("team").is_none()
         )),
         "{:?}\n{}",
-        c.get_json(&n.name),
+        c.get(&n.name),
         p.log()
     );
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
-    let managers = c.managers(&n.name);
+    let managers = managers(c, &n.name);
     assert!(
         managers.contains(&(OURS.into(), "Apply".into()))
             && !managers.contains(&(OURS.into(), "Update".into())),
         "{managers:?}"
     );
-    let o = c.get(&n.name).unwrap();
+    let o = get(c, &n.name).unwrap();
     assert_eq!(o.metadata.label(&n.key), Some("true"));
     assert_eq!(o.spec.version_priority, 10);
-    c.delete(&[&n.name]);
+    delete(c, &[&n.name]);
 }
 
 /// An object someone else created, adopted with `--adopt`: its declared fields become
 /// ours alone, so a field the manifest later drops is removed; the rest stays theirs.
-pub fn an_adopted_object_releases_a_field_its_manifest_drops(c: &Cluster, tag: &str) {
-    let n = Names::new(tag);
+pub fn an_adopted_object_releases_a_field_its_manifest_drops(c: &Cluster) {
+    let n = Names::new("adopted");
     let theirs: APIService = serde_json::from_value(json!({
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": n.name, "labels": {"app": "helm-release"}},
         "spec": {"group": n.group, "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 10,
                  "insecureSkipTLSVerify": true,
-                 "service": {"namespace": "default", "name": format!("{tag}-backend")}},
+                 "service": {"namespace": "default", "name": n.backend()}},
     }))
     .unwrap();
-    let uid = c.api("helm").create(&theirs).unwrap().metadata.uid;
-    let s = Scratch::new(tag);
+    let uid = api_as(c, "helm").create(&theirs).unwrap().metadata.uid;
+    let s = Scratch::new("fields-adopted");
     s.write(
         "a.yaml",
         &manifest(&n, "", "  insecureSkipTLSVerify: true\n"),
     );
-    let (code, log) = Proc::run_with_kubeconfig(&c.kubeconfig, &s, &n.args(&["--once", "--adopt"]))
-        .wait_exit(WAIT);
+    let (code, log) = run_once(c, &s, &n, &["--adopt"]);
     assert_eq!(code, 0, "{log}");
-    let o = c.get(&n.name).unwrap();
+    let o = get(c, &n.name).unwrap();
     assert_eq!(o.metadata.uid, uid, "in place");
     assert_eq!(o.metadata.label(&n.key), Some("true"));
     s.write("a.yaml", &manifest(&n, "", ""));
-    let (code, log) =
-        Proc::run_with_kubeconfig(&c.kubeconfig, &s, &n.args(&["--once"])).wait_exit(WAIT);
+    let (code, log) = run_once(c, &s, &n, &[]);
     assert_eq!(code, 0, "{log}");
-    let o = c.get(&n.name).unwrap();
-    assert!(
-        !o.spec.insecure_skip_tls_verify,
-        "{:?}",
-        c.get_json(&n.name)
-    );
+    let o = get(c, &n.name).unwrap();
+    assert!(!o.spec.insecure_skip_tls_verify, "{:?}", c.get(&n.name));
     assert_eq!(
         o.metadata.label("app"),
         Some("helm-release"),
         "theirs: kept"
     );
-    c.delete(&[&n.name]);
+    delete(c, &[&n.name]);
 }
 
 /// `plan` lists, under our object, the field another manager set and the manifest leaves
 /// alone (`spec.caBundle: kept, set by cainjector`), plans no write for it, and dry-runs
 /// a planned apply (`dryRun=All`) without storing it.
-pub fn plan_shows_a_kept_field_and_its_manager(c: &Cluster, tag: &str) {
-    let n = Names::new(tag);
-    let s = Scratch::new(tag);
+pub fn plan_shows_a_kept_field_and_its_manager(c: &Cluster) {
+    let n = Names::new("plan");
+    let s = Scratch::new("fields-plan");
     s.write("a.yaml", &manifest(&n, "", ""));
-    let (code, log) =
-        Proc::run_with_kubeconfig(&c.kubeconfig, &s, &n.args(&["--once"])).wait_exit(WAIT);
+    let (code, log) = run_once(c, &s, &n, &[]);
     assert_eq!(code, 0, "{log}");
-    let injector = c.api(INJECTOR);
-    let mut o = injector.get(&n.name).unwrap();
-    o.spec.ca_bundle = Some(injected().to_vec().into_boxed_slice());
-    injector.update(&o).unwrap();
-    let kubeconfig = c.kubeconfig.to_str().unwrap();
-    let manifests = s.manifests();
+    let injector = api_as(c, INJECTOR);
+    assert!(wait_until(|| {
+        let mut o = injector.get(&n.name).unwrap();
+        o.spec.ca_bundle = Some(injected().to_vec().into_boxed_slice());
+        injector.update(&o).is_ok()
+    }));
     let plan = |extra: &[&str]| {
-        let mut args = vec![
-            "plan",
-            "--manifests",
-            manifests.to_str().unwrap(),
-            "--kubeconfig",
-            kubeconfig,
-        ];
-        args.extend(n.args(extra));
-        Proc::spawn(&args).wait_exit_stdout_first(WAIT)
+        Proc::command("plan", c.target(), &s, &n.args(extra)).wait_exit_stdout_first(WAIT)
     };
     let (code, out) = plan(&[]);
     assert_eq!(code, 0, "{out}");
@@ -572,7 +565,7 @@ pub fn plan_shows_a_kept_field_and_its_manager(c: &Cluster, tag: &str) {
         json!([{"field": "spec.caBundle", "managers": [INJECTOR]}])
     );
     // A changed manifest: the same apply `run` would send, dry-run, stores nothing.
-    let before = c.get(&n.name).unwrap();
+    let before = get(c, &n.name).unwrap();
     s.write(
         "a.yaml",
         &manifest(&n, "", "").replace("versionPriority: 10", "versionPriority: 11"),
@@ -583,8 +576,10 @@ pub fn plan_shows_a_kept_field_and_its_manager(c: &Cluster, tag: &str) {
         out.contains("spec.versionPriority: 10 → 11") && out.contains("dry run: accepted"),
         "{out}"
     );
-    assert_eq!(c.get(&n.name).unwrap(), before, "a dry run stored nothing");
-    c.delete(&[&n.name]);
+    let after = get(c, &n.name).unwrap();
+    assert_eq!(after.spec, before.spec, "a dry run stored nothing");
+    assert_eq!(after.metadata.labels, before.metadata.labels);
+    delete(c, &[&n.name]);
 }
 
 /// Waits until `cond` holds, for up to `timeout`, polling every 20 ms.
