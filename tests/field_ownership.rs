@@ -36,6 +36,10 @@ fn an_injected_ca_bundle_is_kept_with_no_write_of_ours(c: &Cluster) {
     field_ownership::an_injected_ca_bundle_is_kept_with_no_write_of_ours(c, quiet(c));
 }
 
+fn an_applied_ca_bundle_is_kept_with_no_write_of_ours(c: &Cluster) {
+    field_ownership::an_applied_ca_bundle_is_kept_with_no_write_of_ours(c, quiet(c));
+}
+
 fn a_declared_ca_bundle_beside_an_injector_is_one_reported_paced_fight(c: &Cluster) {
     field_ownership::a_declared_ca_bundle_beside_an_injector_is_one_reported_paced_fight(
         c,
@@ -52,6 +56,7 @@ use field_ownership::{
 
 on_both!(
     an_injected_ca_bundle_is_kept_with_no_write_of_ours,
+    an_applied_ca_bundle_is_kept_with_no_write_of_ours,
     a_declared_ca_bundle_beside_an_injector_is_one_reported_paced_fight,
     a_field_dropped_from_the_manifest_is_removed,
     an_object_written_by_update_migrates_and_drops_a_field,

@@ -161,9 +161,48 @@ pub fn ca_bundle_line(bundle: &[u8]) -> String {
     )
 }
 
-/// Plays cert-manager's cainjector beside the controller: whenever the object's
-/// `spec.caBundle` is not its bundle, it writes it back with an update as [`INJECTOR`]
-/// (cainjector reacts to every change of the object; this looks every 10 ms).
+/// How an injector writes its bundle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writes {
+    /// An update of the whole object as [`INJECTOR`], as cert-manager's cainjector does.
+    Update,
+    /// A server-side apply of `spec.caBundle` alone (forced) as [`APPLIER`], as a
+    /// controller that applies does (the stand-in for OpenShift's service-ca).
+    Apply,
+}
+
+/// The manager of the applying injector.
+pub const APPLIER: &str = "service-ca";
+
+/// An APIService configuration that sets only what it names (a typed APIService always
+/// sends both priorities): what an injector applies.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Partial {
+    api_version: String,
+    kind: String,
+    metadata: autoregister::api::ObjectMeta,
+    spec: Value,
+}
+
+impl autoregister::api::Resource for Partial {
+    const GROUP: &'static str = "apiregistration.k8s.io";
+    const VERSION: &'static str = "v1";
+    const KIND: &'static str = "APIService";
+    const PLURAL: &'static str = "apiservices";
+    const NAMESPACED: bool = false;
+
+    fn meta(&self) -> &autoregister::api::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut autoregister::api::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Plays an injector beside the controller: whenever the object's `spec.caBundle` is not
+/// its bundle, it writes it back (cainjector reacts to every change of the object; this
+/// looks every 10 ms).
 pub struct Injector {
     stop: Arc<AtomicBool>,
     writes: Arc<AtomicUsize>,
@@ -171,23 +210,45 @@ pub struct Injector {
 }
 
 impl Injector {
-    /// Starts injecting `bundle` into `name`.
+    /// Starts injecting `bundle` into `name` with updates, as cainjector.
     pub fn start(c: &Cluster, name: &str, bundle: &'static [u8]) -> Injector {
+        Injector::start_writing(c, name, bundle, Writes::Update)
+    }
+
+    /// Starts injecting `bundle` into `name`, written as `how` says.
+    pub fn start_writing(c: &Cluster, name: &str, bundle: &'static [u8], how: Writes) -> Injector {
         let api = api_as(c, INJECTOR);
+        let applier = Api::<Partial>::all(c.client()).with_field_manager(APPLIER);
         let name = name.to_string();
         let stop = Arc::new(AtomicBool::new(false));
         let writes = Arc::new(AtomicUsize::new(0));
+        let write = move |o: &mut APIService| match how {
+            Writes::Update => {
+                o.spec.ca_bundle = Some(bundle.to_vec().into_boxed_slice());
+                api.update(o).is_ok()
+            }
+            Writes::Apply => {
+                use base64::Engine as _;
+                let config = Partial {
+                    api_version: "apiregistration.k8s.io/v1".into(),
+                    kind: "APIService".into(),
+                    metadata: autoregister::api::ObjectMeta::named(
+                        o.metadata.name.clone().unwrap_or_default(),
+                    ),
+                    spec: json!({"caBundle": base64::engine::general_purpose::STANDARD.encode(bundle)}),
+                };
+                applier.apply_unread(&config, true).is_ok()
+            }
+        };
+        let reader = api_as(c, INJECTOR);
         let thread = {
             let (stop, writes) = (stop.clone(), writes.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
-                    if let Ok(mut o) = api.get(&name) {
-                        if o.spec.ca_bundle.as_deref() != Some(bundle) {
-                            o.spec.ca_bundle = Some(bundle.to_vec().into_boxed_slice());
-                            // A conflict means someone wrote in between: look again.
-                            if api.update(&o).is_ok() {
-                                writes.fetch_add(1, Ordering::SeqCst);
-                            }
+                    if let Ok(mut o) = reader.get(&name) {
+                        // A conflict means someone wrote in between: look again.
+                        if o.spec.ca_bundle.as_deref() != Some(bundle) && write(&mut o) {
+                            writes.fetch_add(1, Ordering::SeqCst);
                         }
                     }
                     std::thread::sleep(Duration::from_millis(10));
@@ -253,6 +314,15 @@ fn run_once(c: &Cluster, s: &Scratch, n: &Names, extra: &[&str]) -> (i32, String
 /// status meanwhile: our entry in managedFields and our log are the oracle, not the
 /// resourceVersion.)
 pub fn an_injected_ca_bundle_is_kept_with_no_write_of_ours(c: &Cluster, quiet: Duration) {
+    a_ca_bundle_written_by_another_manager_is_kept(c, quiet, Writes::Update);
+}
+
+/// The same beside a manager that applies `caBundle` (its own `Apply` entry).
+pub fn an_applied_ca_bundle_is_kept_with_no_write_of_ours(c: &Cluster, quiet: Duration) {
+    a_ca_bundle_written_by_another_manager_is_kept(c, quiet, Writes::Apply);
+}
+
+fn a_ca_bundle_written_by_another_manager_is_kept(c: &Cluster, quiet: Duration, how: Writes) {
     let n = Names::new("kept");
     let s = Scratch::new("fields-kept");
     // cert-manager's own annotation: it is what makes cainjector inject.
@@ -260,7 +330,7 @@ pub fn an_injected_ca_bundle_is_kept_with_no_write_of_ours(c: &Cluster, quiet: D
     s.write("a.yaml", &manifest(&n, meta, ""));
     let p = run(c, &s, &n, &[]);
     assert!(wait_until(|| get(c, &n.name).is_some()), "{}", p.log());
-    let injector = Injector::start(c, &n.name, injected());
+    let injector = Injector::start_writing(c, &n.name, injected(), how);
     assert!(
         wait_until(
             || get(c, &n.name).is_some_and(|o| o.spec.ca_bundle.as_deref() == Some(injected()))
@@ -296,7 +366,11 @@ pub fn an_injected_ca_bundle_is_kept_with_no_write_of_ours(c: &Cluster, quiet: D
         assert!(our_writes(&log, &n.name, verb).is_empty(), "{log}");
     }
     assert!(!log.contains("FieldFight"), "{log}");
-    let theirs = entry(c, &n.name, INJECTOR, "Update").unwrap_or_default();
+    let theirs = match how {
+        Writes::Update => entry(c, &n.name, INJECTOR, "Update"),
+        Writes::Apply => entry(c, &n.name, APPLIER, "Apply"),
+    }
+    .unwrap_or_default();
     assert_eq!(
         theirs["fieldsV1"]["f:spec"]["f:caBundle"],
         json!({}),
