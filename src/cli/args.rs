@@ -213,6 +213,8 @@ impl OwnershipArgs {
             label_key: self.label_key.clone(),
             adopt: self.adopt,
             allow_empty: self.allow_empty,
+            // `run` and `plan` write as the program the User-Agent names (`Controller::new`).
+            field_manager: autoregister::controller::decision::DEFAULT_FIELD_MANAGER.to_string(),
         }
     }
 

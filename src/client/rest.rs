@@ -80,6 +80,10 @@ pub(crate) enum Verb {
     Get,
     Post,
     Put,
+    /// A server-side apply: `PATCH` of an applied configuration.
+    Apply,
+    /// An RFC 6902 JSON patch.
+    JsonPatch,
     Delete,
 }
 
@@ -90,6 +94,7 @@ impl Verb {
             Verb::Get => "GET",
             Verb::Post => "POST",
             Verb::Put => "PUT",
+            Verb::Apply | Verb::JsonPatch => "PATCH",
             Verb::Delete => "DELETE",
         }
     }
@@ -99,7 +104,18 @@ impl Verb {
             Verb::Get => http::Method::GET,
             Verb::Post => http::Method::POST,
             Verb::Put => http::Method::PUT,
+            Verb::Apply | Verb::JsonPatch => http::Method::PATCH,
             Verb::Delete => http::Method::DELETE,
+        }
+    }
+
+    /// The `Content-Type` of this verb's body. An apply's configuration is YAML to the
+    /// server (`application/apply-patch+yaml`); JSON is YAML, so it is sent as JSON.
+    fn content_type(self) -> &'static str {
+        match self {
+            Verb::Apply => "application/apply-patch+yaml",
+            Verb::JsonPatch => "application/json-patch+json",
+            _ => "application/json",
         }
     }
 }
@@ -365,7 +381,7 @@ impl Client {
                 .uri(&url)
                 .header("Accept", "application/json");
             if body.is_some() {
-                builder = builder.header("Content-Type", "application/json");
+                builder = builder.header("Content-Type", verb.content_type());
             }
             // The credential (an exec plugin may run) counts against the request's time.
             let auth_until = crate::runtime::clock::deadline_after(

@@ -97,6 +97,10 @@ impl ControllerOptions {
             label_key: self.label_key.clone(),
             adopt: self.adopt,
             allow_empty: self.allow_empty,
+            field_manager: self
+                .field_manager
+                .clone()
+                .unwrap_or_else(|| super::decision::DEFAULT_FIELD_MANAGER.to_string()),
         }
     }
 }
@@ -278,7 +282,7 @@ impl EventHandler<APIService> for Enqueue {
 impl Controller {
     /// A controller for the cluster behind `client`; nothing runs until [`start`](Self::start).
     pub fn new(client: Client, options: ControllerOptions) -> Self {
-        let ownership = options.ownership();
+        let mut ownership = options.ownership();
         if ownership.is_upstream_key() {
             warn!(
                 "--label-key {} is kube-apiserver's own label: on a real cluster its built-in \
@@ -292,6 +296,7 @@ impl Controller {
             Some(m) => m.clone(),
             None => client.config().program_name().to_string(),
         };
+        ownership.field_manager = field_manager.clone();
         let cancel = Canceller::new();
         let write_gate: Arc<parking_lot::RwLock<Option<WriteGate>>> = Arc::default();
         // The client asks the gate again right before sending: a worker may have waited for
@@ -827,7 +832,13 @@ impl Inner {
                 ca: &self.ca,
             };
             match sync::sync(&cx, &name) {
-                Ok(()) => self.queue.forget(&name),
+                Ok(wait) => {
+                    self.queue.forget(&name);
+                    // A put-back held back by its pace in a fight: decided again then.
+                    if let Some(wait) = wait {
+                        self.queue.add_after(name.clone(), wait);
+                    }
+                }
                 // Stopping: nothing to retry (the queue takes no more adds anyway).
                 Err(e) if e.is_cancelled() => {}
                 // Not this name's fault: every name waits for the server, this one with them.

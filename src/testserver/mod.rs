@@ -34,8 +34,15 @@
 //!   server refuses it. A body's non-empty `managedFields` replaces the stored ones, an empty
 //!   list strips them. Field sets are at leaf granularity, without `k:`/`v:` list keys.
 //!   [`seed`](TestServer::seed) stores objects as given, without an entry.
+//! - Server-side apply (`PATCH` with `application/apply-patch+yaml`, YAML or JSON) as
+//!   kube-apiserver's field manager does it: an absent object is created (201); the
+//!   manager's `Apply` entry owns exactly the applied fields; a field it stops applying is
+//!   removed unless another entry owns it; a changed field another manager owns is a 409
+//!   `Conflict` worded as kube-apiserver words it, unless `force=true` takes it over; an
+//!   `Update` by another manager takes the fields it changes from appliers. `fieldManager`
+//!   is required (422), `force` on another patch type is a 422, an unknown patch type a 415.
 //! - The request log ([`RequestRecord`]) keeps each request's query string, User-Agent,
-//!   `fieldManager` and a delete's UID precondition.
+//!   `Content-Type`, `fieldManager` and a delete's UID precondition.
 //!
 //! **kube-apiserver mode** ([`Builder::kube_apiserver`], `--kube-apiserver` for the binary)
 //! makes the server behave as a real kube-apiserver towards APIServices labelled
@@ -69,6 +76,7 @@
 //! kube-apiserver/crd-groups` (JSON body `{"group", "version"}`).
 
 mod admin;
+mod apply;
 mod authz;
 mod core_events;
 mod core_kinds;

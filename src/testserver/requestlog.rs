@@ -39,6 +39,9 @@ pub struct RequestRecord {
     pub body: Option<Value>,
     /// The `User-Agent` header, as sent.
     pub user_agent: Option<String>,
+    /// The `Content-Type` header, as sent (a patch's type: `application/apply-patch+yaml`
+    /// for a server-side apply).
+    pub content_type: Option<String>,
     /// The `fieldManager` query parameter, as sent (the manager defaults to the User-Agent's
     /// product name when it is absent).
     pub field_manager: Option<String>,

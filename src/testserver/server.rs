@@ -406,6 +406,7 @@ fn handle(
         time: received,
         body: serde_json::from_slice(&req.body).ok(),
         user_agent: req.header("user-agent").map(str::to_string),
+        content_type: req.header("content-type").map(str::to_string),
         field_manager: req.query("fieldManager").map(str::to_string),
         uid_precondition: None,
         user: None,

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use autoregister::api::{APIService, Resource};
 use autoregister::client::{Api, Canceller, DeleteParams};
 use autoregister::controller::load;
-use autoregister::controller::{decide, Action, Current, Facts};
+use autoregister::controller::{decide, Action, Applied, Current, Facts};
 use autoregister::runtime::reflector::list_all;
 use crossbeam_channel::RecvTimeoutError;
 
@@ -39,7 +39,7 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
     if let Some(w) = o.upstream_key_warning() {
         eprintln!("autoregister: warning: {w}");
     }
-    let ownership = o.ownership();
+    let mut ownership = o.ownership();
     let loaded = load(&args.manifests, &ownership.label_key);
     if stop.signalled() {
         return Err(stopped(stop));
@@ -53,6 +53,8 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
             true => Err("stopping: a signal was received".into()),
             false => Ok(()),
         }));
+    // The fieldManager `run` writes with: the program named by the User-Agent.
+    ownership.field_manager = client.config().program_name().to_string();
     // `--timeout` bounds every request (an exec plugin run included), and, with a little
     // slack so a single hung request reports its own cause first, the whole plan. A
     // signal cancels the same way, from the signal thread.
@@ -139,6 +141,17 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
                 d.action = Action::Blocked(format!("CA bundle not usable: {why}"));
             }
             let mut e = Entry::new(name, d, current, desired.contains_key(name), &ownership);
+            // Under each of our objects (and one we would adopt): fields left to others.
+            if let (Some(cur), Some(want)) = (current, desired.get(name)) {
+                if ownership.is_managed(cur) || matches!(e.action, Action::Adopt(_)) {
+                    e.kept = Applied::of(&ownership, want)
+                        .compare(cur, &ownership.field_manager)
+                        .kept
+                        .into_iter()
+                        .map(|(p, by)| (p.to_string(), by))
+                        .collect();
+                }
+            }
             e.ca = bundle;
             e.available = availability::column(current, &ownership);
             e.unavailable = availability::detail(current, &ownership);
@@ -162,9 +175,10 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
         ),
     }
     if args.dry_run {
-        // The fieldManager `run` writes with: the program named by the User-Agent.
-        let manager = api.client().config().program_name().to_string();
-        let dry = api.clone().with_field_manager(manager).with_dry_run();
+        let dry = api
+            .clone()
+            .with_field_manager(ownership.field_manager.clone())
+            .with_dry_run();
         dry_run_all(&dry, &mut entries);
     }
     drop(timer);
@@ -228,7 +242,9 @@ fn dry_run_all(api: &Api<APIService>, entries: &mut [Entry]) {
 fn dry_run_one(api: &Api<APIService>, action: &Action) -> Result<(), String> {
     let sent = match action {
         Action::Create(obj) => api.create_unread(obj),
-        Action::Update(obj) | Action::Adopt(obj) => api.update_unread(obj),
+        // The same apply `run` sends (its takeover of managedFields is bookkeeping, and
+        // not sent: a dry run of it would not make the apply see it).
+        Action::Update(a) | Action::Adopt(a) => api.apply_unread(&a.config, true),
         Action::Delete { name, uid } => api.delete(
             name,
             &DeleteParams {
