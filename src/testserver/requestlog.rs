@@ -141,6 +141,7 @@ mod tests {
             code: 200,
             time: SystemTime::UNIX_EPOCH + Duration::from_millis(at_ms),
             body: None,
+            content_type: None,
             user_agent: None,
             field_manager: None,
             uid_precondition: None,
