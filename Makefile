@@ -79,6 +79,8 @@ image:
 bench: static
 	$(CARGO) build --release --bin autoregister
 	BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench controller
+	scripts/kube-build.sh "$(KUBE_DIR)"
+	AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench real_server
 	@echo "crates an embedder compiles (default-features = false), autoregister included: $$($(CARGO) tree -e normal --no-default-features --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
 	@echo "crates the binary compiles: $$($(CARGO) tree -e normal --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
 
