@@ -819,7 +819,10 @@ fn an_unreachable_or_refusing_server_is_one_message_with_its_count() {
         .filter(|l| l.contains(" WARN ") && l.contains("refused"))
         .collect();
     assert_eq!(warnings.len(), 1, "{log}");
-    assert!(warnings[0].contains("the API server cannot be reached"), "{log}");
+    assert!(
+        warnings[0].contains("the API server cannot be reached"),
+        "{log}"
+    );
 
     // 401 on the list: the same, once, and the token never shown.
     let server = TestServer::builder()
