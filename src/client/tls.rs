@@ -29,9 +29,9 @@ pub(crate) fn client_config(
         });
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyServer {
-                algorithms: provider.signature_verification_algorithms,
-            }))
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServer::new(
+                provider.signature_verification_algorithms,
+            )))
     } else {
         let mut roots = RootCertStore::empty();
         if let Some(pem) = &tls.ca_pem {

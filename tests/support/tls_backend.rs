@@ -6,7 +6,7 @@
 //! Use with `#[path = "support/tls_backend.rs"] mod tls_backend;`.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,10 +27,14 @@ pub enum Mode {
     Hang,
 }
 
-/// A CA and a serving certificate it signed: (CA PEM, certificate DER, key DER).
+/// A CA and a serving certificate it signed.
 pub struct Issued {
     /// The CA, PEM: what an APIService's `caBundle` holds.
     pub ca_pem: String,
+    /// The certificate, PEM.
+    pub cert_pem: String,
+    /// Its key, PEM.
+    pub key_pem: String,
     cert: Vec<u8>,
     key: Vec<u8>,
 }
@@ -50,6 +54,8 @@ impl Issued {
         let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
         Issued {
             ca_pem: ca.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
             cert: cert.der().to_vec(),
             key: key.serialize_der(),
         }
@@ -279,4 +285,62 @@ pub fn set_ready_on(
             },
         )
         .unwrap();
+}
+
+/// `GET path` over TLS to `addr`, verifying the certificate against `ca_pem` for `host`:
+/// (status code, body). Panics when the exchange fails.
+pub fn tls_get(addr: &str, host: &str, ca_pem: &[u8], path: &str) -> (u16, String) {
+    try_tls_get(addr, host, ca_pem, path).unwrap_or_else(|e| panic!("GET {path} from {addr}: {e}"))
+}
+
+/// [`tls_get`], with the failure (a refused handshake, say) as an error.
+pub fn try_tls_get(
+    addr: &str,
+    host: &str,
+    ca_pem: &[u8],
+    path: &str,
+) -> std::io::Result<(u16, String)> {
+    use rustls_pki_types::pem::PemObject;
+    let bad = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(c.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(&e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from(host.to_string()).map_err(|e| bad(&e))?;
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| bad(&e))?;
+    let mut tls = rustls::StreamOwned::new(conn, TcpStream::connect(addr)?);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut reader = BufReader::new(tls);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let code = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad(&format!("no status line: {line:?}")))?;
+    let mut length = 0;
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h)?;
+        if h.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().map_err(|e| bad(&e))?;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    String::from_utf8(body)
+        .map(|b| (code, b))
+        .map_err(|e| bad(&e))
 }

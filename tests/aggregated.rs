@@ -1,12 +1,18 @@
-//! kube-aggregator's discovery check, on the test server and on the real kube-apiserver
-//! alike (the real one is the oracle for every message): a TLS backend on a loopback
-//! Service's ClusterIP is dialled and its serving certificate verified against the
-//! APIService's `caBundle` for `SERVICE.NAMESPACE.svc`; a wrong bundle, a certificate for
-//! another name or a refused dial fail it with Go's words, the right bundle or
-//! `insecureSkipTLSVerify` pass it; a backend that accepts and never answers is cut after
-//! 5 s; no credential reaches the backend.
+//! Aggregated backends, on the test server and on the real kube-apiserver alike (the real
+//! one is the oracle for every message):
+//! - kube-aggregator's discovery check: a TLS backend on a loopback Service's ClusterIP is
+//!   dialled and its serving certificate verified against the APIService's `caBundle` for
+//!   `SERVICE.NAMESPACE.svc`; a wrong bundle, a certificate for another name or a refused
+//!   dial fail it with Go's words, the right bundle or `insecureSkipTLSVerify` pass it; a
+//!   backend that accepts and never answers is cut after 5 s; no credential reaches it.
+//! - the example aggregated server (`examples/apiserver.rs`, run as a program) registers
+//!   itself with the CA it generated, passes the check, is served through kube-apiserver's
+//!   aggregator (discovery, `kubectl api-resources`, its Widgets), repairs a deleted
+//!   registration and deregisters on SIGTERM.
 #![cfg(feature = "testing")]
 
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -15,6 +21,8 @@ use serde_json::{json, Value};
 mod binary;
 #[path = "support/cluster.rs"]
 mod cluster;
+#[path = "support/example.rs"]
+mod example;
 #[path = "support/kube.rs"]
 mod kube;
 #[path = "support/tls_backend.rs"]
@@ -23,7 +31,7 @@ mod tls_backend;
 use autoregister::api::APIService;
 use cluster::{tag, Cluster};
 use kube::LoopbackService;
-use tls_backend::{Issued, Mode, TlsBackend};
+use tls_backend::{tls_get, Issued, Mode, TlsBackend};
 
 fn base64(text: &str) -> String {
     use base64::Engine as _;
@@ -204,10 +212,123 @@ fn a_backend_that_never_answers_is_cut_by_the_timeout(c: &Cluster) {
     api.wait(c, "Passed");
 }
 
+/// The APIService the example server registers.
+const EXAMPLE: &str = "v1alpha1.widgets.example.com";
+
+/// A process ended (SIGKILL) and reaped when dropped, if still running.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The example aggregated server, run as a program behind a loopback Service: it
+/// registers itself with the CA it generated (no `insecureSkipTLSVerify`), the server's
+/// discovery check passes, the API is served (through kube-apiserver's aggregator on the
+/// real server), a deleted registration comes back, and SIGTERM deregisters it.
+fn the_example_server_registers_itself_and_is_served(c: &Cluster) {
+    let ns = format!("widgets-{}", tag("ns"));
+    let (svc, listener) = c.loopback_service(&ns, "widgets-apiserver");
+    // The example binds the address itself.
+    drop(listener);
+    let scratch = binary::Scratch::new("example-apiserver");
+    let mut cmd = Command::new(example::path("apiserver"));
+    cmd.args(["--listen", &svc.addr()])
+        .args(["--service", &format!("{ns}/widgets-apiserver")])
+        .args(["--port", &svc.port.to_string()])
+        .env("KUBECONFIG", scratch.kubeconfig(c.target()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for v in binary::PROXY_VARS {
+        cmd.env_remove(v);
+    }
+    let started = Instant::now();
+    let mut child = KillOnDrop(cmd.spawn().unwrap());
+    let available = || c.available(EXAMPLE).0 == "True";
+    assert!(
+        binary::wait_until_for(Duration::from_secs(60), available),
+        "{:?}",
+        c.available(EXAMPLE)
+    );
+    println!(
+        "example server: Available=True {:?} after start",
+        started.elapsed()
+    );
+    assert_eq!(
+        c.available(EXAMPLE),
+        ("True".into(), "Passed".into(), "all checks passed".into())
+    );
+    let obj = c.get(EXAMPLE).unwrap();
+    assert_eq!(
+        obj["metadata"]["labels"]["widgets.example.com/registered-by"], "true",
+        "{obj}"
+    );
+    assert!(obj["spec"]["insecureSkipTLSVerify"] != json!(true), "{obj}");
+    let ca = {
+        use base64::Engine as _;
+        let b64 = obj["spec"]["caBundle"].as_str().expect("a caBundle");
+        base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap()
+    };
+
+    // Served over TLS, verified by the CA it registered, for SERVICE.NAMESPACE.svc.
+    let (code, body) = tls_get(
+        &svc.addr(),
+        &svc.host(),
+        &ca,
+        "/apis/widgets.example.com/v1alpha1",
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(r#""kind":"APIResourceList""#), "{body}");
+    if let Cluster::Real(k) = c {
+        // Through kube-apiserver's aggregator.
+        let (ok, out, err) = k.kubectl(&["get", "--raw", "/apis/widgets.example.com/v1alpha1"]);
+        assert!(ok && out.contains(r#""name":"widgets""#), "{out}{err}");
+        let (ok, out, err) = k.kubectl(&["api-resources", "--api-group=widgets.example.com"]);
+        assert!(ok && out.contains("widgets"), "{out}{err}");
+        let (ok, out, err) = k.kubectl(&["-n", "default", "get", "widgets", "-o", "name"]);
+        assert!(
+            ok && out.contains("widget.widgets.example.com/gear"),
+            "{out}{err}"
+        );
+    }
+
+    // Deleted behind its back: registered again.
+    c.api()
+        .delete(EXAMPLE, &autoregister::client::DeleteParams::default())
+        .unwrap();
+    assert!(binary::wait_until(|| c.get(EXAMPLE).is_some()));
+
+    // SIGTERM: deregistered, and a clean exit.
+    let pid = child.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = child.0.wait().unwrap();
+    let mut log = String::new();
+    if let Some(mut e) = child.0.stderr.take() {
+        e.read_to_string(&mut log).unwrap();
+    }
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(c.get(EXAMPLE).is_none(), "still registered:\n{log}");
+    assert!(
+        log.contains("deregistered v1alpha1.widgets.example.com"),
+        "{log}"
+    );
+}
+
 on_both!(
     the_serving_certificate_is_verified_against_ca_bundle,
     a_refused_dial_fails_the_check,
     a_backend_that_never_answers_is_cut_by_the_timeout,
+    the_example_server_registers_itself_and_is_served,
 );
 
 /// The test server checks again every second: a backend that dies while its endpoint
