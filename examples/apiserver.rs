@@ -66,8 +66,8 @@ pub enum Tls {
         cert: PathBuf,
         /// Its private key.
         key: PathBuf,
-        /// The CA for `caBundle`.
-        ca: CaSource,
+        /// The CA for `caBundle` (none with `--no-register`: whoever registers knows it).
+        ca: Option<CaSource>,
     },
 }
 
@@ -147,14 +147,15 @@ impl Options {
         }
         o.tls = match (cert, key, ca) {
             (None, None, None) => Tls::Generate,
-            (Some(cert), Some(key), Some(ca)) => Tls::Files { cert, key, ca },
-            (Some(_), Some(_), None) => {
+            (Some(_), Some(_), None) if o.register => {
                 return Err(
                     "--tls-cert needs --ca-file or --ca-from-secret: the CA that \
                             verifies it goes into the APIService"
                         .into(),
                 )
             }
+            (Some(cert), Some(key), ca) => Tls::Files { cert, key, ca },
+            (None, None, Some(_)) => return Err("--ca-* goes with --tls-cert".into()),
             _ => return Err("--tls-cert and --tls-key go together".into()),
         };
         Ok(o)
@@ -181,7 +182,11 @@ fn main() {
 }
 
 fn start(options: Options) -> Result<()> {
-    let config = Config::infer(&ConnectOptions::default())?;
+    let config = if options.register {
+        Some(Config::infer(&ConnectOptions::default())?)
+    } else {
+        None
+    };
     let listener = TcpListener::bind(&options.listen)?;
     let (stop_tx, stop) = std::sync::mpsc::channel();
     let mut signals = signal_hook::iterator::Signals::new([
@@ -200,7 +205,7 @@ fn start(options: Options) -> Result<()> {
 /// through `config`'s cluster until `stop` receives (or its sender is dropped), then
 /// deregisters it and stops serving.
 pub fn run(
-    mut config: Config,
+    config: Option<Config>,
     options: Options,
     listener: TcpListener,
     stop: Receiver<()>,
@@ -234,7 +239,7 @@ pub fn run(
         })
     };
 
-    let controller = if options.register {
+    let controller = if let Some(mut config) = config.filter(|_| options.register) {
         config.user_agent = format!("widgets-apiserver/{}", env!("CARGO_PKG_VERSION"));
         let mut controller_options = ControllerOptions::new(LABEL_KEY);
         // This program's one name is removed on shutdown, and must then be deleted.
@@ -297,7 +302,8 @@ fn apiservice(options: &Options, ca: &Ca) -> APIService {
     match ca {
         Ca::Pem(pem) => obj.spec.ca_bundle = Some(pem.clone().into_bytes().into()),
         // The controller fills caBundle from there, and again whenever it changes.
-        Ca::Source(source) => source.annotate(&mut obj),
+        Ca::Source(Some(source)) => source.annotate(&mut obj),
+        Ca::Source(None) => {}
     }
     obj
 }
@@ -306,8 +312,8 @@ fn apiservice(options: &Options, ca: &Ca) -> APIService {
 enum Ca {
     /// Generated here: the bundle itself.
     Pem(String),
-    /// Kept elsewhere.
-    Source(CaSource),
+    /// Kept elsewhere (or not known here).
+    Source(Option<CaSource>),
 }
 
 /// The serving certificate handed to every handshake; replaced when its files change.

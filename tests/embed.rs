@@ -150,7 +150,7 @@ fn the_apiserver_example_registers_itself_repairs_and_deregisters_on_stop() {
     let options = apiserver::Options::default();
     let host = options.host();
     let example = std::thread::spawn(move || {
-        apiserver::run(config, options, listener, stopped).map_err(|e| e.to_string())
+        apiserver::run(Some(config), options, listener, stopped).map_err(|e| e.to_string())
     });
     let registered = || {
         server
@@ -247,7 +247,7 @@ fn the_apiserver_example_serves_certificate_files_and_their_renewal() {
     let (stop, stopped) = std::sync::mpsc::channel();
     let config = server.client_config();
     let example = std::thread::spawn(move || {
-        apiserver::run(config, options, listener, stopped).map_err(|e| e.to_string())
+        apiserver::run(Some(config), options, listener, stopped).map_err(|e| e.to_string())
     });
     wait_for("the registration", || {
         server
@@ -328,11 +328,11 @@ fn the_apiserver_example_reads_its_command_line() {
     match o.tls {
         apiserver::Tls::Files { ca, .. } => assert_eq!(
             ca,
-            autoregister::CaSource::Secret {
+            Some(autoregister::CaSource::Secret {
                 namespace: "w".into(),
                 name: "api-tls".into(),
                 key: "ca.crt".into()
-            }
+            })
         ),
         other => panic!("{other:?}"),
     }
@@ -342,5 +342,7 @@ fn the_apiserver_example_reads_its_command_line() {
         "{e}"
     );
     assert!(parse(&["--tls-cert", "a"]).is_err());
+    // Serving only: whoever registers it knows the CA.
+    assert!(parse(&["--tls-cert", "a", "--tls-key", "b", "--no-register"]).is_ok());
     assert!(parse(&["--bogus", "x"]).is_err());
 }
