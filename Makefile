@@ -16,20 +16,34 @@ PY_DIR = $(TARGET_DIR)/py
 # built from tests/kube with Go (once per version; see scripts/kube-build.sh).
 KUBE_DIR = $(TARGET_DIR)/kube
 
-.PHONY: build test kube demo static image bench bench-micro fmt clippy chaos msrv
+.PHONY: build test kube soak demo static image bench bench-micro fmt clippy chaos msrv
 
 build:
 	$(CARGO) build --release
 
+# `cargo doc` as docs.rs builds the crate: no broken intra-doc link, no warning. The doc
+# checks (tests/docs.rs) and the guides' doctests run with the other tests.
 test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features testing -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --no-default-features
 	scripts/test-deps.sh "$(PY_DIR)"
 	scripts/kube-build.sh "$(KUBE_DIR)"
 	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" $(CARGO) test --features testing
 
 kube:
 	scripts/kube-build.sh "$(KUBE_DIR)"
+
+# Flaky-test hunt, not part of `make test`: the whole suite SOAK times with one core kept
+# busy (scripts/soak.sh), then each failing test with its count and first failure's output.
+# CHAOS_SEEDS=N runs N fresh chaos seeds each round (from CHAOS_FIRST, default 51).
+SOAK ?= 5
+soak:
+	scripts/test-deps.sh "$(PY_DIR)"
+	scripts/kube-build.sh "$(KUBE_DIR)"
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" \
+	  CARGO="$(CARGO)" SOAK_DIR="$(TARGET_DIR)/soak" \
+	  CHAOS_SEEDS="$(CHAOS_SEEDS)" CHAOS_FIRST="$(CHAOS_FIRST)" scripts/soak.sh $(SOAK)
 
 # Long chaos runs: `make chaos SEEDS=1000` (CHAOS_FIRST=N starts elsewhere); a failing
 # seed prints the one command that replays it.

@@ -6,9 +6,8 @@
 //! Widgets, repairs its registration when someone deletes it, and deregisters on SIGTERM.
 //!
 //! ```text
-//! apiserver [--listen ADDR] [--service NAMESPACE/NAME] [--port PORT]
-//!           [--tls-cert FILE --tls-key FILE (--ca-file FILE | --ca-from-secret NS/NAME[:KEY])]
-//!           [--no-register]
+//! apiserver [--listen ADDR] [--service NAMESPACE/NAME] [--port PORT] [--no-register]
+//!           [--tls-cert FILE --tls-key FILE [--ca-file FILE] [--ca-from-secret NS/NAME[:KEY]]]
 //! ```
 //!
 //! Without `--tls-cert`, it generates a CA and a serving certificate at start and registers

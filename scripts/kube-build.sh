@@ -40,7 +40,8 @@ ldflags="-s -w -X $ver.gitVersion=$k8s -X $ver.gitMajor=$major -X $ver.gitMinor=
 start=$(date +%s)
 echo "make kube: building kube-apiserver $k8s, etcd and sample-apiserver into $dir (a cold build takes several minutes)"
 log="$dir/build.log"
-if ! (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/" \
+# A stalled module download must not hang make test: a cold build takes minutes, not half an hour.
+if ! (cd "$src" && CGO_ENABLED=0 timeout 1800 go build -trimpath -ldflags "$ldflags" -o "$dir/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/sample-apiserver ./etcd) >"$log" 2>&1; then
   echo "make kube: building the Kubernetes test components failed; the end of $log:" >&2
   tail -n 30 "$log" >&2

@@ -102,12 +102,13 @@ fn the_embed_example_registers_deregisters_and_leaves_other_keys_alone() {
     );
 }
 
-/// The README's library snippet is the crate docs' example, which rustdoc compiles.
+/// The library guide's complete program is the crate docs' example, which rustdoc compiles:
+/// docs.rs and docs/library.md show the same code.
 #[test]
-fn the_readme_library_snippet_is_the_compiled_crate_example() {
+fn the_library_guide_example_is_the_compiled_crate_example() {
     let root = env!("CARGO_MANIFEST_DIR");
     let lib = std::fs::read_to_string(format!("{root}/src/lib.rs")).unwrap();
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let guide = std::fs::read_to_string(format!("{root}/docs/library.md")).unwrap();
     let doc: String = lib
         .lines()
         .filter_map(|l| l.strip_prefix("//!"))
@@ -119,15 +120,15 @@ fn the_readme_library_snippet_is_the_compiled_crate_example() {
         .nth(1)
         .and_then(|rest| rest.split("\n```").next())
         .expect("a no_run example in the crate docs");
-    let section = readme
-        .split("## Use as a library")
+    let section = guide
+        .split("## A complete program")
         .nth(1)
-        .expect("a library section in the README");
+        .expect("a section `A complete program` in docs/library.md");
     let snippet = section
-        .split("```rust\n")
+        .split("```rust no_run\n")
         .nth(1)
         .and_then(|rest| rest.split("\n```").next())
-        .expect("a rust snippet in the library section");
+        .expect("a rust snippet in that section");
     assert_eq!(snippet, example);
 }
 

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use autoregister::api::{AUTO_MANAGED_LABEL, DEFAULT_LABEL_KEY as KEY};
 use autoregister::testserver::TestServer;
-use binary::{is_write, manifest, object, stored, uid, wait_until, writes, Proc, Scratch, WAIT};
+use binary::{
+    is_dry_run, is_write, manifest, object, stored, uid, wait_until, writes, Proc, Scratch, WAIT,
+};
 
 fn label(server: &TestServer, name: &str, key: &str) -> Option<String> {
     stored(server, name).and_then(|o| o["metadata"]["labels"][key].as_str().map(str::to_string))
@@ -196,7 +198,7 @@ fn plan_names_the_owner_and_what_adopt_would_do_and_writes_nothing() {
         server
             .requests()
             .iter()
-            .all(|r| !is_write(r) || r.query.contains("dryRun=All")),
+            .all(|r| !is_write(r) || is_dry_run(r)),
         "plan wrote"
     );
     assert_eq!(uid(&server, "v1.apps"), apps_uid);

@@ -4,6 +4,9 @@
 #![cfg(feature = "testing")]
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -16,7 +19,7 @@ mod kube;
 #[path = "support/tls_backend.rs"]
 mod tls_backend;
 
-use autoregister::client::DeleteParams;
+use autoregister::client::{Api, DeleteParams, ListParams};
 use binary::{manifest, Proc, Scratch, WAIT};
 use cluster::{tag, Cluster};
 
@@ -323,17 +326,41 @@ on_both!(
     plan_as_a_reader_stores_nothing,
 );
 
-/// The manifest registering `b` (kubernetes' sample-apiserver) under our label.
-fn wardle_manifest(n: &Names, b: &kube::Backend) -> String {
+/// Serialises the tests that register sample-apiserver: its group is cluster-wide.
+static WARDLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes the sample-apiserver's turn on the real server: the lock, and no registration
+/// left by the test before (its label key is not ours, so we would leave it alone).
+fn wardle_turn(k: &kube::Kube) -> std::sync::MutexGuard<'static, ()> {
+    let turn = WARDLE.lock().unwrap_or_else(|e| e.into_inner());
+    let (ok, out, err) = k.kubectl(&[
+        "delete",
+        "apiservice",
+        "v1alpha1.wardle.example.com",
+        "--ignore-not-found",
+        "--wait",
+    ]);
+    assert!(ok, "{out}{err}");
+    turn
+}
+
+/// The manifest registering `b` (kubernetes' sample-apiserver) under our label, trusting
+/// `ca`: a `caBundle` (PEM) or a CA source annotation (`key: value`).
+fn wardle_manifest(n: &Names, b: &kube::Backend, ca: WardleCa) -> String {
     use base64::Engine as _;
-    let ca = base64::engine::general_purpose::STANDARD.encode(&b.ca_pem);
-    [
+    let mut lines = vec![
         "apiVersion: apiregistration.k8s.io/v1".to_string(),
         "kind: APIService".into(),
         "metadata:".into(),
         "  name: v1alpha1.wardle.example.com".into(),
         "  labels:".into(),
         format!("    {}: \"true\"", n.label),
+    ];
+    if let WardleCa::Annotation(k, v) = &ca {
+        lines.push("  annotations:".into());
+        lines.push(format!("    {k}: {v}"));
+    }
+    lines.extend([
         "spec:".into(),
         "  group: wardle.example.com".into(),
         "  version: v1alpha1".into(),
@@ -343,9 +370,18 @@ fn wardle_manifest(n: &Names, b: &kube::Backend) -> String {
         format!("    namespace: {}", b.namespace),
         format!("    name: {}", b.service),
         format!("    port: {}", b.port),
-        format!("  caBundle: {ca}"),
-    ]
-    .join("\n")
+    ]);
+    if let WardleCa::Bundle(pem) = &ca {
+        let ca = base64::engine::general_purpose::STANDARD.encode(pem);
+        lines.push(format!("  caBundle: {ca}"));
+    }
+    lines.join("\n")
+}
+
+/// Where a wardle manifest's CA comes from.
+enum WardleCa {
+    Bundle(String),
+    Annotation(&'static str, String),
 }
 
 /// The condition `Available` of `name` on the real server: (status, reason).
@@ -365,15 +401,20 @@ fn available(k: &kube::Kube, name: &str) -> (String, String) {
 #[test]
 fn registered_means_served_through_the_real_aggregator() {
     let k = kube::kube();
+    let _turn = wardle_turn(k);
     let n = Names::new("served");
     let mut backend = k.sample_apiserver(&format!("wardle-{}", n.tag), "api");
     let s = Scratch::new("servers-served");
-    s.write("wardle.yaml", &wardle_manifest(&n, &backend));
+    s.write(
+        "wardle.yaml",
+        &wardle_manifest(&n, &backend, WardleCa::Bundle(backend.ca.pem())),
+    );
     let name = "v1alpha1.wardle.example.com";
     let kube_target = Cluster::kube();
 
     let mut args = n.flags().to_vec();
-    args.extend_from_slice(&["--withdraw-unavailable", "2s"]);
+    // Long enough to see the broken discovery before the withdrawal mends it.
+    args.extend_from_slice(&["--withdraw-unavailable", "5s"]);
     let run = Proc::run(kube_target.target(), &s, &args);
     let served = || {
         k.kubectl(&[
@@ -393,14 +434,25 @@ fn registered_means_served_through_the_real_aggregator() {
     let (ok, resources, err) = k.kubectl(&["api-resources", "--api-group=wardle.example.com"]);
     assert!(ok && resources.contains("flunders"), "{resources}{err}");
 
-    // The backend dies: unavailable, then withdrawn, and discovery is whole again.
+    // The backend dies: unavailable, and discovery is broken for the clients of the
+    // per-group discovery (namespace deletion, older clients): /apis still lists the group,
+    // and its version answers 503.
     backend.stop();
+    assert!(binary::wait_until(|| available(k, name).0 == "False"));
+    let groups = || k.kubectl(&["get", "--raw", "/apis"]).1;
+    let version = || k.kubectl(&["get", "--raw", "/apis/wardle.example.com/v1alpha1"]);
+    assert!(groups().contains("\"wardle.example.com\""), "{}", groups());
+    let (ok, _, err) = version();
+    assert!(!ok && err.contains("unable to handle the request"), "{err}");
+    // Withdrawn after the --withdraw-unavailable delay: the group leaves discovery, which
+    // is whole again.
     assert!(
         binary::wait_until(|| k.get_apiservice(name).is_none()),
         "not withdrawn: {:?}\n{}",
         available(k, name),
         run.log()
     );
+    assert!(!groups().contains("\"wardle.example.com\""), "{}", groups());
     let (ok, _, err) = k.kubectl(&["api-resources"]);
     assert!(ok, "discovery still broken after the withdrawal: {err}");
 
@@ -414,4 +466,248 @@ fn registered_means_served_through_the_real_aggregator() {
     );
     let (code, log) = run.terminate();
     assert_eq!(code, 0, "{log}");
+}
+
+/// Requests through kube-apiserver's aggregator to sample-apiserver, paced, counted.
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    failed: Arc<Mutex<Vec<String>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Traffic {
+    fn start(k: &'static kube::Kube) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicUsize::new(0));
+        let failed = Arc::new(Mutex::new(Vec::new()));
+        let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
+        let thread = std::thread::spawn(move || {
+            let api = Api::<kube::Flunder>::namespaced(k.client(), "default");
+            while !s.load(Ordering::SeqCst) {
+                match api.list(&ListParams::default()) {
+                    Ok(_) => {
+                        o.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(e) => f.lock().unwrap().push(e.to_string()),
+                }
+                // A steady stream, not a flood: about 50 requests a second.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Traffic {
+            stop,
+            ok,
+            failed,
+            thread: Some(thread),
+        }
+    }
+
+    fn ok(&self) -> usize {
+        self.ok.load(Ordering::SeqCst)
+    }
+
+    fn failed(&self) -> usize {
+        self.failed.lock().unwrap().len()
+    }
+
+    /// Waits until `n` more requests have succeeded (or any has failed).
+    fn pass(&self, n: usize) {
+        let want = self.ok() + n;
+        assert!(
+            binary::wait_until(|| self.ok() >= want || self.failed() > 0),
+            "traffic stalled at {} ok",
+            self.ok()
+        );
+    }
+
+    /// Stops; answers (succeeded, failed with their errors).
+    fn stop(mut self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        (self.ok(), self.failed.lock().unwrap().clone())
+    }
+}
+
+/// The `caBundle` of `name` on the real server, decoded.
+fn ca_bundle(k: &kube::Kube, name: &str) -> String {
+    use base64::Engine as _;
+    let v = serde_json::to_value(k.get_apiservice(name).unwrap()).unwrap();
+    let b = v["spec"]["caBundle"].as_str().unwrap_or_default();
+    String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b).unwrap()).unwrap()
+}
+
+/// A CA rotated through a Secret source (old+new bundle, then the backend's new serving
+/// certificate, then new only) under a steady stream of requests through kube-apiserver's
+/// aggregator loses none of them; the negative control — the serving certificate changed
+/// before the bundle has its CA — loses some, so the test can fail.
+#[test]
+fn a_ca_rotated_through_a_secret_loses_no_request() {
+    let k = kube::kube();
+    let _turn = wardle_turn(k);
+    let n = Names::new("rotate");
+    let backend = k.sample_apiserver(&format!("wardle-{}", n.tag), "api");
+    let ns = backend.namespace.clone();
+    let ca1 = &backend.ca;
+    let (ca2, ca3) = (
+        kube::Ca::new("rotation-ca-2"),
+        kube::Ca::new("rotation-ca-3"),
+    );
+    let secret = |pems: &[&kube::Ca]| {
+        let bundle: String = pems.iter().map(|c| c.pem()).collect();
+        let indented: String = bundle.lines().map(|l| format!("    {l}\n")).collect();
+        k.apply(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: backend-ca\n  namespace: {ns}\nstringData:\n  ca.crt: |\n{indented}"
+        ));
+    };
+    secret(&[ca1]);
+    let s = Scratch::new("servers-rotate");
+    s.write(
+        "wardle.yaml",
+        &wardle_manifest(
+            &n,
+            &backend,
+            WardleCa::Annotation(
+                "autoregister.dev/inject-ca-from-secret",
+                format!("{ns}/backend-ca"),
+            ),
+        ),
+    );
+    let name = "v1alpha1.wardle.example.com";
+    let target = Cluster::kube();
+    let run = Proc::run(target.target(), &s, &n.flags());
+    assert!(
+        binary::wait_until(|| available(k, name).0 == "True"),
+        "{:?}\n{}",
+        available(k, name),
+        run.log()
+    );
+    let bundle_is = |cas: &[&kube::Ca]| {
+        let want: String = cas.iter().map(|c| c.pem()).collect();
+        binary::wait_until(|| ca_bundle(k, name).trim() == want.trim())
+    };
+    assert!(bundle_is(&[ca1]), "{}", run.log());
+
+    let traffic = Traffic::start(k);
+    traffic.pass(20);
+    // 1. Old and new CA in the bundle.
+    secret(&[ca1, &ca2]);
+    assert!(bundle_is(&[ca1, &ca2]), "{}", run.log());
+    traffic.pass(30);
+    // 2. The backend serves a certificate from the new CA.
+    backend.serve_from(&ca2);
+    traffic.pass(30);
+    // 3. New CA only.
+    secret(&[&ca2]);
+    assert!(bundle_is(&[&ca2]), "{}", run.log());
+    traffic.pass(30);
+    let (ok, failed) = traffic.stop();
+    eprintln!(
+        "rotation: {ok} requests through the aggregator, {} failed",
+        failed.len()
+    );
+    assert!(ok >= 100, "only {ok} requests");
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {:?}",
+        failed.len(),
+        ok + failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+
+    // Negative control: the serving certificate moves to a CA the bundle does not have;
+    // the next bundle change (still without it) makes the aggregator dial anew and fail.
+    let traffic = Traffic::start(k);
+    traffic.pass(10);
+    backend.serve_from(&ca3);
+    secret(&[&ca2, ca1]);
+    assert!(bundle_is(&[&ca2, ca1]), "{}", run.log());
+    assert!(
+        binary::wait_until(|| traffic.failed() > 0),
+        "requests kept passing with a serving certificate the bundle does not trust"
+    );
+    // The bundle catches up: served again.
+    secret(&[&ca3]);
+    assert!(bundle_is(&[&ca3]), "{}", run.log());
+    let recovered = traffic.ok();
+    assert!(
+        binary::wait_until(|| traffic.ok() > recovered + 10),
+        "not served again"
+    );
+    let (ok, failed) = traffic.stop();
+    eprintln!(
+        "negative control: {ok} requests passed, {} failed",
+        failed.len()
+    );
+    assert!(!failed.is_empty());
+    let (code, log) = run.terminate();
+    assert_eq!(code, 0, "{log}");
+}
+
+/// What kube-apiserver answers to writes it refuses — APIService validation, strict field
+/// validation, bad options — the test server answers alike: code, reason and message. Each
+/// case is sent to both; the real server is the judge.
+#[test]
+fn refusals_match_kube_apiserver_word_for_word() {
+    let real = Cluster::kube();
+    let test = Cluster::test_server();
+    let n = Names::new("refuse");
+    let base = |x: &str| binary::object(&n.group(x), &[], 10);
+    let mut cases: Vec<(&str, Value)> = Vec::new();
+    let mut v = base("prio");
+    v["spec"]["versionPriority"] = 0.into();
+    cases.push(("versionPriority 0", v));
+    let mut v = base("gprio");
+    v["spec"]["groupPriorityMinimum"] = 20001.into();
+    cases.push(("groupPriorityMinimum too high", v));
+    let mut v = base("name");
+    v["metadata"]["name"] = format!("v2.{}", n.group("name")).into();
+    cases.push(("name not version.group", v));
+    let mut v = base("port");
+    v["spec"]["service"]["port"] = 70000.into();
+    cases.push(("port out of range", v));
+    let mut v = base("ca");
+    v["spec"]["caBundle"] = "Zm9v".into();
+    cases.push(("insecure with a caBundle", v));
+    let mut v = base("nosvc");
+    v["spec"]["service"]["name"] = "".into();
+    cases.push(("service without a name", v));
+    let mut v = base("unknown");
+    v["spec"]["servce"] = serde_json::json!({"name": "x"});
+    cases.push(("unknown field (strict)", v));
+    let mut v = base("group");
+    v["spec"]["group"] = "Not_A.Group".into();
+    v["metadata"]["name"] = "v1.Not_A.Group".into();
+    cases.push(("bad group", v));
+
+    let answer = |c: &Cluster, obj: &Value| -> String {
+        let a: autoregister::api::APIService = serde_json::from_value(obj.clone()).unwrap();
+        match c.api().create(&a) {
+            Ok(_) => "created".to_string(),
+            Err(autoregister::client::Error::Api(e)) => format!(
+                "{} {} {}",
+                e.code,
+                e.status.reason.as_deref().unwrap_or(""),
+                e.status.message.as_deref().unwrap_or("")
+            ),
+            Err(e) => format!("error: {e}"),
+        }
+    };
+    let mut differ = Vec::new();
+    for (what, obj) in &cases {
+        let (r, t) = (answer(&real, obj), answer(&test, obj));
+        assert_ne!(r, "created", "{what}: the real server accepted it");
+        if r != t {
+            differ.push(format!(
+                "{what}:\n  kube-apiserver: {r}\n  test server:    {t}"
+            ));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "the test server answers differently:\n{}",
+        differ.join("\n")
+    );
 }

@@ -1432,7 +1432,8 @@ fn strict_field_validation_refuses_unknown_fields() {
     assert_eq!(code, 400);
     assert_eq!(
         st["message"],
-        "strict decoding error: unknown field \"spec.versionPriorty\""
+        "APIService in version \"v1\" cannot be handled as a APIService: strict decoding \
+         error: unknown field \"spec.versionPriorty\""
     );
     let (code, stored) = raw_json(
         &s,

@@ -108,8 +108,8 @@ environment:
 
 exit codes:
   0  ok: converged (--once), planned (plan), or stopped by SIGTERM/SIGINT (without --once)
-  1  did not converge (--once: by --timeout, or a signal came first), leadership lost,
-     a second signal, or a runtime failure
+  1  did not converge (--once: by --timeout, or a signal came first), a plan stopped by
+     a signal, leadership lost, a second signal, or a runtime failure
   2  bad usage, a bad manifest or a bad kubeconfig (the message names the file)";
 
 /// One line per command, for `autoregister --help`.

@@ -20,6 +20,19 @@ pub const MAX_BODY_BYTES: u64 = 64 << 20;
 
 /// A blocking client for one API server; cheap to clone, shares one connection pool.
 ///
+/// # Example
+///
+/// ```
+/// use autoregister::{Client, Config, Controller, ControllerOptions};
+///
+/// let client = Client::new(Config::new("http://127.0.0.1:8080"))?;
+/// assert_eq!(client.config().server, "http://127.0.0.1:8080");
+/// // Nothing is sent until the controller starts.
+/// let controller = Controller::new(client, ControllerOptions::new("example.com/registered-by"));
+/// # drop(controller);
+/// # Ok::<(), autoregister::Error>(())
+/// ```
+///
 /// Throttling answers (`429`, `503` with `Retry-After`) are returned to the caller as
 /// [`Error::Api`] with [`Error::retry_after`] set; the client never sleeps and retries by
 /// itself. The caller (workqueue, reflector) already has backoff and a stop signal, so a

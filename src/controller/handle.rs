@@ -120,6 +120,55 @@ pub struct Pending {
 ///
 /// Threads started by [`start`](Self::start) run until [`shutdown`](Self::shutdown):
 /// dropping the handles does not stop them.
+///
+/// # Example
+///
+/// Register an APIService, wait until it is in place, deregister it from another thread,
+/// and stop:
+///
+/// ```
+/// # #[cfg(feature = "testing")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # // A test API server stands in for the cluster; KUBECONFIG points at it.
+/// # let server = autoregister::testserver::TestServer::start();
+/// # let kubeconfig = std::env::temp_dir().join(format!("autoregister-doc-{}", std::process::id()));
+/// # server.write_kubeconfig(&kubeconfig)?;
+/// # std::env::set_var("KUBECONFIG", &kubeconfig);
+/// use std::time::Duration;
+/// use autoregister::{
+///     APIService, APIServiceSpec, Client, Config, ConnectOptions, Controller, ControllerOptions,
+/// };
+///
+/// let client = Client::new(Config::infer(&ConnectOptions::default())?)?;
+/// let mut options = ControllerOptions::new("example.com/registered-by");
+/// options.allow_empty = true; // removing the last name deletes it
+/// let controller = Controller::new(client, options);
+/// let spec = APIServiceSpec {
+///     group: "example.com".into(),
+///     version: "v1".into(),
+///     group_priority_minimum: 1000,
+///     version_priority: 15,
+///     ..Default::default()
+/// };
+/// controller.add_api_service_to_sync(APIService::new("v1.example.com", spec));
+/// controller.start();
+/// controller.wait_converged(Duration::from_secs(10)).map_err(|p| format!("{p:?}"))?;
+/// # assert!(server.get_object("apiservices", None, "v1.example.com").is_some());
+///
+/// // A clone is the same controller: any thread may add or remove names.
+/// let handle = controller.clone();
+/// std::thread::spawn(move || handle.remove_api_service_to_sync("v1.example.com"))
+///     .join()
+///     .expect("the thread ran");
+/// controller.wait_converged(Duration::from_secs(10)).map_err(|p| format!("{p:?}"))?;
+/// # assert!(server.get_object("apiservices", None, "v1.example.com").is_none());
+/// controller.shutdown();
+/// # std::fs::remove_file(&kubeconfig)?;
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "testing"))]
+/// # fn main() {}
+/// ```
 #[derive(Clone)]
 pub struct Controller {
     inner: Arc<Inner>,

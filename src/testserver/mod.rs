@@ -419,7 +419,8 @@ impl TestServer {
         )
     }
 
-    /// Every request answered (oldest first), admin requests excluded.
+    /// Every request answered, in the order they arrived (a cause before its effects),
+    /// admin requests excluded.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared.log.records()
     }

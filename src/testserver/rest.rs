@@ -45,9 +45,13 @@ fn strict_check(kind: &Kind, req: &Request, body: &Value, before: &Value) -> Res
         .iter()
         .map(|f| format!("unknown field \"{f}\""))
         .collect();
+    // Worded as a create's or update's decode failure (`transformDecodeError` in
+    // apiserver's handlers/rest.go).
     Err(errors::bad_request(format!(
-        "strict decoding error: {}",
-        list.join(", ")
+        "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+        list.join(", "),
+        kind = kind.kind,
+        version = kind.version,
     )))
 }
 

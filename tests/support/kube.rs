@@ -18,7 +18,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use autoregister::api::APIService;
+use autoregister::api::{APIService, ObjectMeta, Resource};
 use autoregister::client::{Api, AuthConfig, Client, Config, ListParams};
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 
@@ -82,6 +82,8 @@ pub struct Kube {
     dir: PathBuf,
     /// The components, to notice one that exited.
     procs: Mutex<Vec<(String, Child)>>,
+    /// kube-apiserver's arguments, to start it again after [`Kube::stop_apiserver`].
+    apiserver_args: Mutex<Vec<String>>,
     /// Held open for the life of the test binary: when it closes, the guards stop everything.
     guards: Mutex<Vec<ChildStdin>>,
 }
@@ -170,6 +172,7 @@ impl Kube {
             bin: bin.clone(),
             dir: dir.clone(),
             procs: Mutex::new(Vec::new()),
+            apiserver_args: Mutex::new(Vec::new()),
             guards,
         };
         let etcd_port = free_port();
@@ -231,18 +234,50 @@ impl Kube {
             format!("--cert-dir={}", dir.join("certs").display()),
             "--profiling=false".into(),
         ];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        kube.spawn("kube-apiserver", &args, &dir.join("kube-apiserver.log"));
+        *kube.apiserver_args.lock().unwrap() = args.to_vec();
+        kube.start_apiserver_process();
         std::fs::write(dir.join("kubeconfig"), kube.kubeconfig(ADMIN_TOKEN)).unwrap();
         kube.wait_ready();
         print_log_on_failure(dir.join("kube-apiserver.log"));
         kube
     }
 
+    fn start_apiserver_process(&self) {
+        let args = self.apiserver_args.lock().unwrap().clone();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        // Appended: a restart's log follows the first run's.
+        self.spawn(
+            "kube-apiserver",
+            &args,
+            &self.dir.join("kube-apiserver.log"),
+        );
+    }
+
+    /// Kills kube-apiserver (etcd keeps the data) and waits until it is gone; for tests of
+    /// an outage, in a test binary of their own (the server is shared within one).
+    pub fn stop_apiserver(&self) {
+        let mut procs = self.procs.lock().unwrap();
+        for (_, child) in procs.iter_mut().filter(|(n, _)| n == "kube-apiserver") {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        procs.retain(|(n, _)| n != "kube-apiserver");
+    }
+
+    /// Starts kube-apiserver again on the same address and waits until it is ready.
+    pub fn start_apiserver(&self) {
+        self.start_apiserver_process();
+        self.wait_ready();
+    }
+
     /// Starts `bin/<name>` with its output in `log`, under a guard that ends it (and, for
     /// the last guard, removes the directory) when this test binary exits, however it exits.
     fn spawn(&self, name: &str, args: &[&str], log: &Path) {
-        let out = std::fs::File::create(log).unwrap();
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
         let child = Command::new(self.bin.join(name))
             .args(args)
             .stdin(Stdio::null())
@@ -431,8 +466,8 @@ impl Kube {
         assert!(ok && ip.starts_with("127."), "ClusterIP {ip:?}: {err}");
         let ca = Ca::new("sample-apiserver-ca");
         let svc_name = format!("{name}.{ns}.svc");
-        let (cert, key) = ca.issue(&svc_name, &[&svc_name, &ip], false);
         let dir = self.scratch(&format!("backend-{ns}-{name}"));
+        let (cert, key) = ca.issue(&svc_name, &[&svc_name, &ip], false);
         let w = |f: &str, text: &str| {
             std::fs::write(dir.join(f), text).unwrap();
             dir.join(f).to_str().unwrap().to_string()
@@ -462,7 +497,8 @@ impl Kube {
         let mut b = Backend {
             namespace: ns.to_string(),
             service: name.to_string(),
-            ca_pem: ca.pem(),
+            ca,
+            dir: dir.clone(),
             ip,
             port,
             args,
@@ -526,12 +562,13 @@ pub struct Backend {
     pub namespace: String,
     /// The Service's name.
     pub service: String,
-    /// The CA of its serving certificate (an APIService's `caBundle`).
-    pub ca_pem: String,
+    /// The CA of its first serving certificate (an APIService's `caBundle`).
+    pub ca: Ca,
     /// Its ClusterIP (where it listens).
     pub ip: String,
     /// Its port (the Service's).
     pub port: u16,
+    dir: PathBuf,
     args: Vec<String>,
     log: PathBuf,
     bin: PathBuf,
@@ -549,6 +586,42 @@ impl Backend {
     pub fn stop(&mut self) {
         self.set_ready(false);
         self.kill();
+    }
+
+    /// Replaces its serving certificate with one from `ca` (written atomically; the server
+    /// reloads the files, as every k8s.io/apiserver does) and waits until it serves it.
+    pub fn serve_from(&self, ca: &Ca) {
+        let svc = format!("{}.{}.svc", self.service, self.namespace);
+        let (cert, key) = ca.issue(&svc, &[&svc, &self.ip], false);
+        for (f, text) in [("tls.key", &key), ("tls.crt", &cert)] {
+            let tmp = self.dir.join(format!(".{f}.tmp"));
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::rename(&tmp, self.dir.join(f)).unwrap();
+        }
+        let deadline = Instant::now() + READY_WITHIN;
+        while !self.serves_from(ca) {
+            assert!(
+                Instant::now() < deadline,
+                "the backend did not load its new certificate within {READY_WITHIN:?}:\n{}",
+                tail(&self.log, 20)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Whether a TLS handshake that trusts only `ca` succeeds with the backend (any HTTP
+    /// answer, even 401, means it did).
+    pub fn serves_from(&self, ca: &Ca) -> bool {
+        let mut c = Config::new(format!("https://{}:{}", self.ip, self.port));
+        c.tls.ca_pem = Some(ca.pem().into_bytes());
+        c.tls.server_name = Some(format!("{}.{}.svc", self.service, self.namespace));
+        let Ok(client) = Client::new(c) else {
+            return false;
+        };
+        match Api::<APIService>::all(client).list(&ListParams::default()) {
+            Ok(_) | Err(autoregister::client::Error::Api(_)) => true,
+            Err(_) => false,
+        }
     }
 
     fn set_ready(&self, ready: bool) {
@@ -667,5 +740,30 @@ fn print_log_on_failure(log: PathBuf) {
 impl crate::binary::Target for Kube {
     fn kubeconfig_text(&self) -> String {
         self.kubeconfig(ADMIN_TOKEN)
+    }
+}
+
+/// A sample-apiserver `Flunder` (namespaced, `wardle.example.com/v1alpha1`): enough to
+/// list them through kube-apiserver's aggregator with the crate's client.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Flunder {
+    /// Its metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+}
+
+impl Resource for Flunder {
+    const GROUP: &'static str = "wardle.example.com";
+    const VERSION: &'static str = "v1alpha1";
+    const KIND: &'static str = "Flunder";
+    const PLURAL: &'static str = "flunders";
+    const NAMESPACED: bool = true;
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }

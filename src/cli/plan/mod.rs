@@ -7,6 +7,8 @@ mod entry;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -18,6 +20,7 @@ use autoregister::runtime::reflector::list_all;
 use crossbeam_channel::RecvTimeoutError;
 
 use super::args::{Output, PlanArgs};
+use super::signals::Stop;
 use super::{connect, exit, Failure};
 use entry::{DryRun, Entry};
 
@@ -28,18 +31,36 @@ const PLAN_SLACK: std::time::Duration = std::time::Duration::from_millis(500);
 /// round trip each in turn (the client's rate limit still applies).
 const DRY_RUN_THREADS: usize = 4;
 
-/// Runs `plan`; returns the exit code.
-pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
+/// Runs `plan`; returns the exit code. `stop` has been handling SIGTERM/SIGINT since before
+/// this began: a signal ends the plan at once (requests and an exec plugin cancelled, no
+/// dry-run write sent after it) with exit 1 and no plan printed, as it is incomplete.
+pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
     let o = &args.ownership;
     if let Some(w) = o.upstream_key_warning() {
         eprintln!("autoregister: warning: {w}");
     }
     let ownership = o.ownership();
-    let mut desired = load(&args.manifests, &ownership.label_key).map_err(Failure::usage)?;
-    let client = connect::client(&args.kube)?.with_timeout(args.timeout);
+    let loaded = load(&args.manifests, &ownership.label_key);
+    if stop.signalled() {
+        return Err(stopped(stop));
+    }
+    let mut desired = loaded.map_err(Failure::usage)?;
+    let signalled = stop.flag();
+    let client = connect::client(&args.kube)?
+        .with_timeout(args.timeout)
+        // The handler's own flag: no dry-run write leaves after the signal.
+        .with_write_gate(Arc::new(move || match signalled.load(Ordering::SeqCst) {
+            true => Err("stopping: a signal was received".into()),
+            false => Ok(()),
+        }));
     // `--timeout` bounds every request (an exec plugin run included), and, with a little
-    // slack so a single hung request reports its own cause first, the whole plan.
+    // slack so a single hung request reports its own cause first, the whole plan. A
+    // signal cancels the same way, from the signal thread.
     let cancel = Canceller::new();
+    {
+        let cancel = cancel.clone();
+        stop.on_signal(move || cancel.cancel());
+    }
     let timer = {
         let cancel = cancel.clone();
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
@@ -57,6 +78,9 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     };
     let api: Api<APIService> = Api::all(client.clone().with_canceller(&cancel));
     let listed = list_all(&api, 500, None, &cancel);
+    if stop.signalled() {
+        return Err(stopped(stop));
+    }
     // One cause, one message: nothing can be planned without the list, whatever the count.
     let cannot_list = |why: String| {
         Failure::failed(format!(
@@ -86,7 +110,8 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         Err(e) => return Err(cannot_list(e.to_string())),
     };
     // CA bundles from their sources, read once each; a source that gives none holds its name.
-    let bundles = autoregister::controller::ca::fill_for_plan(&client, &mut desired);
+    // Through the canceller too: a signal (or the timeout) ends these reads as well.
+    let bundles = autoregister::controller::ca::fill_for_plan(api.client(), &mut desired);
     let names: BTreeSet<&String> = desired.keys().chain(existing.keys()).collect();
     let mut entries: Vec<Entry> = names
         .into_iter()
@@ -143,6 +168,10 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         dry_run_all(&dry, &mut entries);
     }
     drop(timer);
+    // Cancelled lookups and dry runs would read as answers: nothing is printed.
+    if stop.signalled() {
+        return Err(stopped(stop));
+    }
     let refused = entries
         .iter()
         .filter(|e| matches!(e.dry_run, DryRun::Refused(_)))
@@ -159,6 +188,12 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         return Ok(exit::FAILED);
     }
     Ok(exit::OK)
+}
+
+/// A signal ended the plan before it was complete: exit 1 (not a plan), said once.
+fn stopped(stop: &Stop) -> Failure {
+    stop.wait_announced();
+    Failure::failed("stopped by a signal before the plan was complete; no plan printed")
 }
 
 /// Sends each planned write with `dryRun=All`, a few at a time, and records the answers.
