@@ -20,8 +20,10 @@ use rustls::{CertificateError, ClientConfig, RootCertStore};
 /// The discovery client's timeout (`discoveryClient.Timeout`).
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Go's `http.Client` error when its timeout ends a request in flight (upstream's five
-/// racing attempts sometimes report it without the parenthesis).
+/// Go's `http.Client` error when its timeout ends a request in flight. Upstream's five
+/// racing attempts also report it as `net/http: request canceled while waiting for
+/// connection (Client.Timeout ...)` or a bare `context deadline exceeded`, by where the
+/// timeout caught the one that failed last.
 const TIMED_OUT: &str =
     "context deadline exceeded (Client.Timeout exceeded while awaiting headers)";
 
