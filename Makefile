@@ -53,7 +53,8 @@ chaos:
 
 demo:
 	$(CARGO) build --bin autoregister
-	$(CARGO) run --quiet --features testing --example demo -- "$(TARGET_DIR)/debug/autoregister"
+	$(CARGO) build --features testing --example apiserver
+	$(CARGO) run --quiet --features testing --example demo -- "$(TARGET_DIR)/debug/autoregister" "$(TARGET_DIR)/debug/examples/apiserver"
 
 static:
 	@rustup target list --installed 2>/dev/null | grep -qx $(STATIC_TARGET) || rustup target add $(STATIC_TARGET)

@@ -16,6 +16,8 @@ mod binary;
 mod cluster;
 #[path = "support/kube.rs"]
 mod kube;
+#[path = "support/tls_backend.rs"]
+mod tls_backend;
 
 use autoregister::client::{Api, DeleteParams, ListParams};
 use binary::{manifest, Proc, Scratch, WAIT};

@@ -16,7 +16,7 @@ mod resolver;
 mod rest;
 mod server_url;
 mod throttle;
-mod tls;
+pub(crate) mod tls;
 mod transport;
 mod typed_api;
 mod watch;

@@ -10,8 +10,7 @@
 //! - `POST /_testserver/seed/<plural>[?namespace=NS]` with the object as body
 //! - `GET /_testserver/rv`
 //! - kube-apiserver mode: `GET /_testserver/kube-apiserver/writes`, and
-//!   `POST|DELETE /_testserver/kube-apiserver/crd-groups` with `{"group", "version"}`, and
-//!   `POST|DELETE /_testserver/kube-apiserver/failing-discovery` with `{"namespace", "service"}`
+//!   `POST|DELETE /_testserver/kube-apiserver/crd-groups` with `{"group", "version"}`
 
 use std::time::Duration;
 
@@ -107,21 +106,6 @@ pub(crate) fn handle<'a>(shared: &'a Shared, req: &Request) -> (Response, Option
                     ok()
                 }
                 _ => bad("body needs \"group\" and \"version\""),
-            }
-        }
-        (m @ ("POST" | "DELETE"), "kube-apiserver/failing-discovery") => {
-            let s = |k: &str| {
-                body.get(k)
-                    .and_then(Value::as_str)
-                    .filter(|v| !v.is_empty())
-            };
-            match (&shared.kas, s("namespace"), s("service")) {
-                (None, _, _) => bad("not in kube-apiserver mode"),
-                (Some(k), Some(ns), Some(svc)) => {
-                    k.set_discovery_failing(shared, ns, svc, m == "POST");
-                    ok()
-                }
-                _ => bad("body needs \"namespace\" and \"service\""),
             }
         }
         ("POST", p) if p.starts_with("seed/") => {

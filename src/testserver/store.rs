@@ -520,6 +520,7 @@ impl Store {
                     };
                 }
             }
+            super::core_kinds::carry_allocated(kind.plural, &cur, &mut new);
             run_validation(kind, &mut new, name)?;
             self.admit(kind, name, &new)?;
             if spec_part(&new) != spec_part(&cur) {

@@ -2,10 +2,11 @@
 //! real kube-apiserver of `make kube`. The real one is the judge: a case they answer
 //! differently is a test-server bug.
 //!
-//! Use with `mod binary;` and `mod kube;` from `support/`.
+//! Use with `mod binary;`, `mod kube;` and `mod tls_backend;` from `support/`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::net::TcpListener;
 
 use autoregister::api::APIService;
 use autoregister::client::{Api, Client, ListParams};
@@ -13,7 +14,7 @@ use autoregister::testserver::TestServer;
 use serde_json::{json, Value};
 
 use crate::binary::{wait_until, Target};
-use crate::kube::{kube, Kube};
+use crate::kube::{kube, Kube, LoopbackService};
 
 /// The server a shared test runs against.
 pub enum Cluster {
@@ -98,6 +99,52 @@ impl Cluster {
             Err(e) if e.is_not_found() => None,
             Err(e) => panic!("get {name}: {e}"),
         }
+    }
+
+    /// A Service `ns/name` with a ClusterIP on loopback and a ready EndpointSlice, and a
+    /// listener on its ClusterIP and port for the backend the test starts: what the
+    /// server's aggregator dials.
+    pub fn loopback_service(&self, ns: &str, name: &str) -> (LoopbackService, TcpListener) {
+        match self {
+            Cluster::Test(s) => {
+                let listener = crate::tls_backend::service_on(s, ns, name);
+                let addr = listener.local_addr().unwrap();
+                let svc = LoopbackService {
+                    namespace: ns.to_string(),
+                    service: name.to_string(),
+                    ip: addr.ip().to_string(),
+                    port: addr.port(),
+                };
+                (svc, listener)
+            }
+            Cluster::Real(k) => {
+                let svc = k.loopback_service(ns, name);
+                let listener = TcpListener::bind(svc.addr()).unwrap();
+                (svc, listener)
+            }
+        }
+    }
+
+    /// Marks the endpoint of a [`loopback_service`](Self::loopback_service) ready or not.
+    pub fn set_ready(&self, svc: &LoopbackService, ready: bool) {
+        match self {
+            Cluster::Test(s) => {
+                crate::tls_backend::set_ready_on(s, &svc.namespace, &svc.service, ready)
+            }
+            Cluster::Real(_) => svc.set_ready(ready),
+        }
+    }
+
+    /// The `Available` condition of `name`: (status, reason, message); empty when none.
+    pub fn available(&self, name: &str) -> (String, String, String) {
+        let obj = self.get(name).unwrap_or_default();
+        let c = obj["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+            .cloned()
+            .unwrap_or_default();
+        let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        (s("status"), s("reason"), s("message"))
     }
 
     /// A kubeconfig for an identity that may get, list and watch APIServices and nothing

@@ -414,6 +414,34 @@ impl Kube {
         p
     }
 
+    /// The namespace `ns`, a Service `name` (ClusterIP from the loopback range) and a ready
+    /// EndpointSlice for it, for a backend the test starts itself on `ip:port`.
+    pub fn loopback_service(&self, ns: &str, name: &str) -> LoopbackService {
+        let port = free_port();
+        self.apply(&format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\n\
+             apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  ports:\n  - name: https\n    port: {port}\n    protocol: TCP\n---\n\
+             apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-1\n  namespace: {ns}\n  labels:\n    kubernetes.io/service-name: {name}\n\
+             addressType: FQDN\nendpoints:\n- addresses: [backend.localhost]\n  conditions:\n    ready: true\nports:\n- name: https\n  port: {port}\n  protocol: TCP\n"
+        ));
+        let (ok, ip, err) = self.kubectl(&[
+            "-n",
+            ns,
+            "get",
+            "service",
+            name,
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ]);
+        assert!(ok && ip.starts_with("127."), "ClusterIP {ip:?}: {err}");
+        LoopbackService {
+            namespace: ns.to_string(),
+            service: name.to_string(),
+            ip,
+            port,
+        }
+    }
+
     /// Starts kubernetes' sample-apiserver (group `wardle.example.com`) as the backend of
     /// Service `ns/name`: the namespace, the Service (ClusterIP from the loopback range)
     /// and a ready EndpointSlice are created, and the server listens on the ClusterIP with
@@ -480,6 +508,50 @@ impl Kube {
         };
         b.start();
         b
+    }
+}
+
+/// A Service on the loopback range with a ready EndpointSlice ([`Kube::loopback_service`]):
+/// a backend listening on `ip:port` is what kube-apiserver's aggregator reaches.
+pub struct LoopbackService {
+    /// The Service's namespace.
+    pub namespace: String,
+    /// The Service's name.
+    pub service: String,
+    /// Its ClusterIP.
+    pub ip: String,
+    /// Its port.
+    pub port: u16,
+}
+
+impl LoopbackService {
+    /// `ip:port`.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.ip, self.port)
+    }
+
+    /// `SERVICE.NAMESPACE.svc`: the name kube-aggregator verifies a backend's certificate for.
+    pub fn host(&self) -> String {
+        format!("{}.{}.svc", self.service, self.namespace)
+    }
+
+    /// Marks the endpoint ready or not, as the EndpointSlice controller would for its Pod.
+    pub fn set_ready(&self, ready: bool) {
+        let patch = format!(
+            r#"[{{"op":"replace","path":"/endpoints/0/conditions/ready","value":{ready}}}]"#
+        );
+        let slice = format!("{}-1", self.service);
+        let (ok, out, err) = kube().kubectl(&[
+            "-n",
+            &self.namespace,
+            "patch",
+            "endpointslice",
+            &slice,
+            "--type=json",
+            "-p",
+            &patch,
+        ]);
+        assert!(ok, "{out}{err}");
     }
 }
 
