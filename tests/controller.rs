@@ -318,6 +318,43 @@ fn removing_a_managed_continuous_entry_deletes_it_with_a_uid_precondition() {
     assert!(writes[2..].iter().all(|w| w == "delete 404"), "{writes:?}");
 }
 
+/// tests/embed.rs under make soak: a removal while our create was on its way found nothing
+/// to delete (the cache did not show the object yet, and the create was noted only on its
+/// answer), so `wait_converged` said done and the object stayed registered.
+#[test]
+fn a_removal_while_our_create_is_on_its_way_waits_for_the_object_and_deletes_it() {
+    let h = Harness::new();
+    h.start();
+    let name = "v1.a.example.com";
+    // The create is held inside the server once it has arrived, until released.
+    let (arrived_tx, arrived) = std::sync::mpsc::channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let hold = std::sync::Mutex::new(Some((arrived_tx, released)));
+    h.server
+        .set_admission(Some(std::sync::Arc::new(move |plural: &str, _: &Value| {
+            let first = (plural == "apiservices")
+                .then(|| hold.lock().unwrap().take())
+                .flatten();
+            if let Some((arrived, released)) = first {
+                let _ = arrived.send(());
+                let _ = released.recv_timeout(WAIT * 2);
+            }
+            None
+        })));
+    h.ctl.add_api_service_to_sync(svc("a.example.com", 10));
+    arrived
+        .recv_timeout(WAIT)
+        .expect("the create never arrived");
+    h.ctl.remove_api_service_to_sync(name);
+    // Not done while the create that makes the object has no answer.
+    let early = h.ctl.wait_converged(Duration::from_millis(300));
+    assert!(early.is_err(), "converged with our create on its way");
+    release.send(()).unwrap();
+    h.converge();
+    assert!(h.stored(name).is_none(), "{:?}", h.writes(name));
+    assert_eq!(h.writes(name)[..2], ["create 201", "delete 200"]);
+}
+
 /// Chaos seeds 1217, 1289, 3415: a delete answered 404 (someone deleted the object while
 /// the watch was down) was retried with backoff until the cache caught up. The watch brings
 /// the deletion; a retry waits at least 1 s.

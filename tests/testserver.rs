@@ -132,7 +132,8 @@ fn create_sets_server_fields_and_keeps_unknown_fields() {
     let m = &created.metadata;
     assert_eq!(m.uid.as_ref().unwrap().len(), 36);
     assert_eq!(m.generation, Some(1));
-    assert_eq!(m.resource_version.as_deref(), Some("1"));
+    // etcd's revisions start at 1: the first write is 2.
+    assert_eq!(m.resource_version.as_deref(), Some("2"));
     let ts = m.creation_timestamp.as_deref().unwrap();
     assert_eq!(ts.len(), 20, "{ts}");
     assert!(ts.ends_with('Z') && &ts[10..11] == "T", "{ts}");
@@ -227,7 +228,7 @@ fn noop_update_keeps_resource_version_and_emits_nothing() {
     let v1 = a.create(&svc("a.io")).unwrap();
     let same = a.update(&v1).unwrap();
     assert_eq!(same.metadata.resource_version, v1.metadata.resource_version);
-    assert_eq!(s.resource_version(), 1);
+    assert_eq!(s.resource_version(), 2);
     // Even without a resourceVersion (unconditional update).
     let mut unconditional = v1.clone();
     unconditional.metadata.resource_version = None;
@@ -626,7 +627,7 @@ fn list_pages_are_a_consistent_snapshot() {
         })
         .unwrap();
     assert_eq!(p1.items.len(), 4);
-    assert_eq!(p1.metadata.resource_version.as_deref(), Some("10"));
+    assert_eq!(p1.metadata.resource_version.as_deref(), Some("11"));
     assert_eq!(p1.metadata.remaining_item_count, Some(6));
     // Writes between pages must not show up in the later pages.
     a.delete("v1.g9.io", &DeleteParams::default()).unwrap();
@@ -641,7 +642,7 @@ fn list_pages_are_a_consistent_snapshot() {
                 ..Default::default()
             })
             .unwrap();
-        assert_eq!(p.metadata.resource_version.as_deref(), Some("10"));
+        assert_eq!(p.metadata.resource_version.as_deref(), Some("11"));
         names.extend(p.items.iter().map(|o| o.name().to_string()));
         tok = p.metadata.continue_.clone();
     }
@@ -650,7 +651,7 @@ fn list_pages_are_a_consistent_snapshot() {
     assert_eq!(names, want);
     let all = a.list(&ListParams::default()).unwrap();
     assert_eq!(all.items.len(), 10);
-    assert_eq!(all.metadata.resource_version.as_deref(), Some("12"));
+    assert_eq!(all.metadata.resource_version.as_deref(), Some("13"));
     assert!(all.metadata.continue_.is_none());
     let e = a
         .list(&ListParams {
@@ -738,10 +739,32 @@ fn watch_replays_from_resource_version_then_streams_live() {
     match w.next().unwrap().unwrap() {
         WatchEvent::Deleted(o) => {
             assert_eq!(o.name(), "v1.a.io");
-            assert_eq!(o.resource_version(), "4");
+            assert_eq!(o.resource_version(), "5");
         }
         other => panic!("{}", kind_name(&other)),
     }
+}
+
+/// A list of a store nothing was written to answers a version a watch continues from, not
+/// "0", which a watch reads as "from whatever is current" (as kube-apiserver, whose versions
+/// are etcd revisions, from 1): a create and a delete between that list and its watch are
+/// delivered. tests/embed.rs lost both under load and never restored its registration.
+#[test]
+fn an_empty_list_answers_a_version_a_watch_continues_from() {
+    let s = TestServer::start();
+    let a = api(&s);
+    let rv = a
+        .list(&ListParams::default())
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    assert_ne!(rv, "0");
+    a.create(&svc("a.io")).unwrap();
+    a.delete("v1.a.io", &DeleteParams::default()).unwrap();
+    let mut w = watch(&a, &rv, 10, false);
+    assert_eq!(kind_name(&w.next().unwrap().unwrap()), "ADDED v1.a.io");
+    assert_eq!(kind_name(&w.next().unwrap().unwrap()), "DELETED v1.a.io");
 }
 
 #[test]
@@ -803,8 +826,8 @@ fn watch_older_than_history_gets_410_expired_event() {
         other => panic!("{}", kind_name(&other)),
     }
     assert!(w.next().is_none(), "stream closes after the error");
-    // Within the history it replays.
-    let mut w = watch(&a, "3", 10, false);
+    // Within the history (versions 5 to 7) it replays.
+    let mut w = watch(&a, "4", 10, false);
     assert_eq!(kind_name(&w.next().unwrap().unwrap()), "ADDED v1.g3.io");
 }
 
@@ -836,16 +859,16 @@ fn watch_sends_bookmarks_when_asked() {
         .unwrap();
     let a = api(&s);
     a.create(&svc("a.io")).unwrap();
-    let mut w = watch(&a, "1", 10, true);
-    assert_eq!(kind_name(&w.next().unwrap().unwrap()), "BOOKMARK 1");
+    let mut w = watch(&a, "2", 10, true);
+    assert_eq!(kind_name(&w.next().unwrap().unwrap()), "BOOKMARK 2");
     a.create(&svc("b.io")).unwrap();
     let mut seen = Vec::new();
     while seen.len() < 2 {
         seen.push(kind_name(&w.next().unwrap().unwrap()));
     }
-    assert_eq!(seen, ["ADDED v1.b.io", "BOOKMARK 2"]);
+    assert_eq!(seen, ["ADDED v1.b.io", "BOOKMARK 3"]);
     // Without allowWatchBookmarks there are none: the stream times out empty.
-    let mut w = watch(&a, "2", 1, false);
+    let mut w = watch(&a, "3", 1, false);
     assert!(w.next().is_none());
 }
 
@@ -937,7 +960,7 @@ fn seed_bypasses_validation_and_is_watched() {
         json!({"metadata": {"name": "not-valid", "uid": "fixed"}, "spec": {"versionPriority": 0}}),
     );
     assert_eq!(o["metadata"]["uid"], "fixed");
-    assert_eq!(o["metadata"]["resourceVersion"], "1");
+    assert_eq!(o["metadata"]["resourceVersion"], "2");
     assert_eq!(o["kind"], "APIService");
     assert_eq!(kind_name(&w.next().unwrap().unwrap()), "ADDED not-valid");
     assert_eq!(a.get("not-valid").unwrap().spec.version_priority, 0);
@@ -1182,22 +1205,22 @@ fn fault_restart_drops_watches_and_keeps_data() {
     let s = TestServer::start();
     let a = api(&s);
     a.create(&svc("a.io")).unwrap();
-    let mut w = watch(&a, "1", 60, false);
+    let mut w = watch(&a, "2", 60, false);
     let t = std::thread::spawn(move || w.next().map(|r| r.is_err()));
     wait_until("watch started", || s.count("watch") == 1);
     s.restart(RvChange::Keep);
     // The stream ends: as an error (cut connection) or a clean end.
     assert!(t.join().unwrap().is_none_or(|err| err));
     assert!(a.get("v1.a.io").is_ok(), "data kept");
-    assert_eq!(s.resource_version(), 1);
+    assert_eq!(s.resource_version(), 2);
     s.restart(RvChange::Jump(1000));
-    assert_eq!(s.resource_version(), 1001);
+    assert_eq!(s.resource_version(), 1002);
     let v = a.create(&svc("b.io")).unwrap();
-    assert_eq!(v.resource_version(), "1002");
+    assert_eq!(v.resource_version(), "1003");
     // Going backwards: a client's resourceVersion is now from the future.
     s.restart(RvChange::Rewind(5));
     assert_eq!(s.resource_version(), 5);
-    let mut w = watch(&a, "1002", 10, false);
+    let mut w = watch(&a, "1003", 10, false);
     match w.next().unwrap().unwrap() {
         WatchEvent::Error(st) => assert_eq!(st.code, Some(504)),
         other => panic!("{}", kind_name(&other)),
@@ -1222,11 +1245,11 @@ fn restart_empty_loses_the_data_and_expires_older_watch_versions() {
     assert_eq!(code, 200);
     wait_until("the data is gone", || a.get("v1.a.io").is_err());
     assert!(a.get("v1.a.io").unwrap_err().is_not_found());
-    assert_eq!(s.resource_version(), 3, "the loss is one more change");
+    assert_eq!(s.resource_version(), 4, "the loss is one more change");
     assert!(s.list_objects("apiservices", None).is_empty());
     // A watch from before the loss is too old, as from a restarted kube-apiserver (whose
     // watch cache begins at its restart): the client relists and sees the loss.
-    for rv in ["1", "2"] {
+    for rv in ["2", "3"] {
         let mut w = watch(&a, rv, 60, false);
         match w.next().unwrap().unwrap() {
             WatchEvent::Error(st) => assert_eq!(st.code, Some(410), "{st:?}"),
@@ -1234,7 +1257,7 @@ fn restart_empty_loses_the_data_and_expires_older_watch_versions() {
         }
     }
     // From the current version on, it is served.
-    let mut w = watch(&a, "3", 60, false);
+    let mut w = watch(&a, "4", 60, false);
     a.create(&svc("d.io")).unwrap();
     match w.next().unwrap().unwrap() {
         WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("v1.d.io")),
@@ -1403,7 +1426,7 @@ fn admin_endpoint_drives_faults_log_seed_and_restart() {
         "",
         &Value::Null,
     );
-    assert_eq!(s.resource_version(), 101);
+    assert_eq!(s.resource_version(), 102);
     raw_json(&s, "POST", "/_testserver/pause", "", &Value::Null);
     assert!(s.faults().is_paused());
     raw_json(

@@ -115,6 +115,22 @@ impl State {
         }
     }
 
+    /// Notes that a create of `name` is about to be sent: from now until its answer the name
+    /// counts as created and not yet seen, so a removal meanwhile waits for it (the object
+    /// exists on the server before this process hears so). The answer brings
+    /// [`note_created`](Self::note_created), or a failure [`forget_create`](Self::forget_create).
+    pub(crate) fn note_creating(&self, name: &str) {
+        self.unseen_creates.lock().insert(name.into(), None);
+    }
+
+    /// A create of `name` failed: as far as this process knows, nothing was created.
+    pub(crate) fn forget_create(&self, name: &str) {
+        if self.unseen_creates.lock().remove(name).is_some() {
+            let _guard = self.progress_lock.lock();
+            self.progress.notify_all();
+        }
+    }
+
     /// Notes a successful create of `name` (object `uid`), not yet shown by the cache
     /// unless a delete event of that very object came first. The caller then checks the
     /// cache itself ([`note_seen`](Self::note_seen) if it shows the object): noted first,

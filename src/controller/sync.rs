@@ -294,11 +294,20 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
             return Ok(None);
         }
         Action::Error(message) => ("error", None, Err(SyncError::Decision(message))),
-        Action::Create(obj) => (
-            "create",
-            (!restoring).then_some(EventReason::Registered),
-            write(cx.api.create_uid(&obj)),
-        ),
+        Action::Create(obj) => {
+            // Ours and unseen from before it is sent: a removal while it is on its way must
+            // wait for the object it makes, not find nothing to delete.
+            cx.state.note_creating(name);
+            let created = cx.api.create_uid(&obj);
+            if created.is_err() {
+                cx.state.forget_create(name);
+            }
+            (
+                "create",
+                (!restoring).then_some(EventReason::Registered),
+                write(created),
+            )
+        }
         Action::Update(a) => (
             "update",
             Some(EventReason::Updated),

@@ -176,7 +176,11 @@ impl Store {
     pub(crate) fn new(history_cap: usize) -> Self {
         Store {
             state: Mutex::new(State {
-                rv: 0,
+                // etcd's revision, and so every resourceVersion kube-apiserver answers,
+                // starts at 1: a list of an empty store must not answer "0", which a watch
+                // reads as "from whatever is current", not "from the start" (a create and
+                // delete between that list and its watch were never seen).
+                rv: 1,
                 objects: BTreeMap::new(),
                 history: VecDeque::new(),
                 history_start: 0,
