@@ -44,12 +44,12 @@ fn main() {
     for _ in 0..rounds {
         // The floors: create/update with POST/PUT, and with server-side apply.
         for (i, apply) in [false, true].into_iter().enumerate() {
-            round_id += 1;
-            let objs = objects(n, round_id, 10);
-            floors[i * 2].push(floor(k, &objs, apply, false));
-            let objs = objects(n, round_id, 20);
-            floors[i * 2 + 1].push(floor(k, &objs, apply, true));
-            clean(k, round_id);
+            for (j, update) in [false, true].into_iter().enumerate() {
+                round_id += 1;
+                let objs = objects(n, round_id, if update { 20 } else { 10 });
+                floors[i * 2 + j].push(floor(k, &objs, apply, update));
+                clean(k, round_id);
+            }
         }
         for (label, path) in &bins {
             round_id += 1;
