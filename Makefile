@@ -12,17 +12,38 @@ STATIC_BIN = $(TARGET_DIR)/$(STATIC_TARGET)/release/autoregister
 # Python packages the tests need (prometheus_client, the reference /metrics parser) go
 # here when the system lacks them: inside the target dir, so `cargo clean` removes them.
 PY_DIR = $(TARGET_DIR)/py
+# The real kube-apiserver, etcd and sample-apiserver the end-to-end tests also run against,
+# built from tests/kube with Go (once per version; see scripts/kube-build.sh).
+KUBE_DIR = $(TARGET_DIR)/kube
 
-.PHONY: build test demo static image bench bench-micro fmt clippy chaos msrv
+.PHONY: build test kube soak demo static image bench bench-micro fmt clippy chaos msrv
 
 build:
 	$(CARGO) build --release
 
+# `cargo doc` as docs.rs builds the crate: no broken intra-doc link, no warning. The doc
+# checks (tests/docs.rs) and the guides' doctests run with the other tests.
 test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features testing -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --no-default-features
 	scripts/test-deps.sh "$(PY_DIR)"
-	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(CARGO) test --features testing
+	scripts/kube-build.sh "$(KUBE_DIR)"
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" $(CARGO) test --features testing
+
+kube:
+	scripts/kube-build.sh "$(KUBE_DIR)"
+
+# Flaky-test hunt, not part of `make test`: the whole suite SOAK times with one core kept
+# busy (scripts/soak.sh), then each failing test with its count and first failure's output.
+# CHAOS_SEEDS=N runs N fresh chaos seeds each round (from CHAOS_FIRST, default 51).
+SOAK ?= 5
+soak:
+	scripts/test-deps.sh "$(PY_DIR)"
+	scripts/kube-build.sh "$(KUBE_DIR)"
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" \
+	  CARGO="$(CARGO)" SOAK_DIR="$(TARGET_DIR)/soak" \
+	  CHAOS_SEEDS="$(CHAOS_SEEDS)" CHAOS_FIRST="$(CHAOS_FIRST)" scripts/soak.sh $(SOAK)
 
 # Long chaos runs: `make chaos SEEDS=1000` (CHAOS_FIRST=N starts elsewhere); a failing
 # seed prints the one command that replays it.
@@ -32,7 +53,8 @@ chaos:
 
 demo:
 	$(CARGO) build --bin autoregister
-	$(CARGO) run --quiet --features testing --example demo -- "$(TARGET_DIR)/debug/autoregister"
+	$(CARGO) build --features testing --example apiserver
+	$(CARGO) run --quiet --features testing --example demo -- "$(TARGET_DIR)/debug/autoregister" "$(TARGET_DIR)/debug/examples/apiserver"
 
 static:
 	@rustup target list --installed 2>/dev/null | grep -qx $(STATIC_TARGET) || rustup target add $(STATIC_TARGET)
@@ -58,6 +80,8 @@ image:
 bench: static
 	$(CARGO) build --release --bin autoregister
 	BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench controller
+	scripts/kube-build.sh "$(KUBE_DIR)"
+	AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench real_server
 	@echo "crates an embedder compiles (default-features = false), autoregister included: $$($(CARGO) tree -e normal --no-default-features --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
 	@echo "crates the binary compiles: $$($(CARGO) tree -e normal --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
 

@@ -1,26 +1,35 @@
-//! `make demo`: the real `autoregister run` against the built-in test API server, no cluster needed.
+//! `make demo`: registered means served, on the built-in test API server, no cluster needed.
 //!
-//! Starts the test server on loopback playing kube-apiserver (its built-in APIServices and
-//! its own autoregister rules for the kube-aggregator label), writes a kubeconfig, runs the
-//! binary on a copy of `examples/apiservices/`, and shows the controller at work beside
-//! kube-apiserver's objects, which it never touches: creation, an intruder's edit stomped
-//! back, a file removed from the manifests and its APIServices deleted, a clean stop.
+//! The test server plays kube-apiserver, including kube-aggregator's availability check,
+//! which dials a backend over TLS and verifies its certificate against the APIService's
+//! `caBundle`. The story: the example aggregated server (`examples/apiserver.rs`) serves
+//! TLS behind a Service; a manifest asks for its APIService with the CA taken from a
+//! Secret; `autoregister plan` shows the difference, `autoregister run` registers it and the
+//! discovery check passes; the server stops and the API is withdrawn; it returns and is
+//! registered and served again.
 //!
-//! `cargo run --features testing --example demo -- [path/to/autoregister]`
+//! `cargo run --features testing --example demo -- [path/to/autoregister [path/to/apiserver]]`
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use autoregister::api::{APIService, AUTO_MANAGED_LABEL, DEFAULT_LABEL_KEY};
-use autoregister::client::{Api, Client};
+use autoregister::api::AUTO_MANAGED_LABEL;
 use autoregister::testserver::TestServer;
 use autoregister::text;
-use serde_json::json;
+use serde_json::{json, Value};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+const NAME: &str = "v1alpha1.widgets.example.com";
+const NS: &str = "widgets";
+const SERVICE: &str = "widgets-apiserver";
+const SECRET: &str = "widgets-apiserver-tls";
+/// How long an unavailable APIService stays registered before it is withdrawn.
+const WITHDRAW_AFTER: &str = "2s";
 
 fn main() {
     if let Err(e) = demo() {
@@ -30,180 +39,288 @@ fn main() {
 }
 
 fn demo() -> Result<()> {
-    let binary = std::env::args()
-        .nth(1)
-        .map(PathBuf::from)
+    let mut args = std::env::args().skip(1).map(PathBuf::from);
+    let binary = args
+        .next()
         .unwrap_or_else(|| PathBuf::from("target/debug/autoregister"));
+    let example = args
+        .next()
+        .unwrap_or_else(|| PathBuf::from("target/debug/examples/apiserver"));
     let work = std::env::temp_dir().join(format!("autoregister-demo-{}", std::process::id()));
-    let manifests = work.join("manifests");
-    std::fs::create_dir_all(&manifests)?;
-    for entry in std::fs::read_dir("examples/apiservices")? {
-        let path = entry?.path();
-        if let Some(name) = path.file_name() {
-            std::fs::copy(&path, manifests.join(name))?;
-        }
-    }
+    std::fs::create_dir_all(work.join("manifests"))?;
+    let result = story(&binary, &example, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
 
-    let server = TestServer::builder()
-        .kube_apiserver(true)
-        .kube_apiserver_crd_group("stable.example.com", "v1")
-        .start()?;
+fn story(binary: &Path, example: &Path, work: &Path) -> Result<()> {
+    heading("Setup");
+    let server = TestServer::builder().kube_apiserver(true).start()?;
     let kubeconfig = work.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig)?;
-    step(&format!(
-        "test API server at {}, playing kube-apiserver",
-        server.url()
-    ));
     let builtins = kube_apiservers_objects(&server);
-
-    // Already in the "cluster", beside kube-apiserver's own: an APIService nobody labelled
-    // (never touched), and one of ours no manifest wants any more (deleted, as upstream's 6A).
-    server.seed(
-        "apiservices",
-        None,
-        apiservice("v1.legacy.example.com", "legacy.example.com", None),
-    );
-    server.seed(
-        "apiservices",
-        None,
-        apiservice("v1.stale.example.com", "stale.example.com", Some("true")),
-    );
-    show(&server, "before start");
-
-    step(&format!(
-        "autoregister run --manifests {}",
-        manifests.display()
+    line(&format!(
+        "test API server at {}, playing kube-apiserver ({} of its own)",
+        server.url(),
+        text::count(builtins.len(), "APIService")
     ));
-    let child = Command::new(&binary)
-        .args(["run", "--manifests"])
-        .arg(&manifests)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-        )
-        .stderr(Stdio::piped())
-        .spawn()
+
+    // The Service in front of the example server: its ClusterIP is on loopback, and the
+    // port is one the example can bind there.
+    let svc = create(
+        "services",
+        json!({"metadata": {"name": SERVICE},
+        "spec": {"ports": [{"name": "https", "port": 1}]}}),
+        &server,
+    )?;
+    let ip = svc["spec"]["clusterIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let port = TcpListener::bind((ip.as_str(), 0))?.local_addr()?.port();
+    server
+        .update_object_as("demo", "services", Some(NS), SERVICE, |s| {
+            s["spec"]["ports"] = json!([{"name": "https", "port": port}]);
+        })
+        .map_err(|e| e.message.clone().unwrap_or_default())?;
+    create(
+        "endpointslices",
+        json!({
+            "metadata": {"name": format!("{SERVICE}-1"), "labels": {"kubernetes.io/service-name": SERVICE}},
+            "addressType": "FQDN",
+            "endpoints": [{"addresses": ["widgets.localhost"], "conditions": {"ready": false}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        }),
+        &server,
+    )?;
+    line(&format!(
+        "Service {NS}/{SERVICE}: ClusterIP {ip}, port {port}"
+    ));
+
+    // Its certificate, as cert-manager would issue it: a Secret with ca.crt, tls.crt, tls.key.
+    let host = format!("{SERVICE}.{NS}.svc");
+    let (ca, cert, key) = issue(&host)?;
+    std::fs::write(work.join("tls.crt"), &cert)?;
+    std::fs::write(work.join("tls.key"), &key)?;
+    create(
+        "secrets",
+        json!({
+            "metadata": {"name": SECRET}, "type": "kubernetes.io/tls",
+            "stringData": {"ca.crt": ca, "tls.crt": cert, "tls.key": key},
+        }),
+        &server,
+    )?;
+    line(&format!(
+        "Secret {NS}/{SECRET}: a certificate for {host} and its CA (ca.crt)"
+    ));
+
+    let mut backend = Backend::start(example, work, &ip, port)?;
+    set_ready(&server, true)?;
+    line(&format!(
+        "example server (examples/apiserver.rs) serving TLS on {ip}:{port}; endpoint ready"
+    ));
+    std::fs::write(work.join("manifests/widgets.yaml"), manifest(port))?;
+    line(&format!(
+        "manifest: {NAME}, caBundle from Secret {NS}/{SECRET} (annotation autoregister.dev/inject-ca-from-secret)"
+    ));
+
+    heading("Plan: autoregister plan");
+    let out = Command::new(binary)
+        .arg("plan")
+        .args(["--manifests".as_ref(), work.join("manifests").as_os_str()])
+        .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+        .output()
         .map_err(|e| {
             format!(
                 "cannot run {}: {e} (build it first: cargo build)",
                 binary.display()
             )
         })?;
-    // Killed on drop: a failed step must not leave the controller running.
-    let mut child = KillOnDrop(child);
-    let log = Log::relay(&mut child.0);
+    let plan = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "plan failed: {plan}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    for l in plan.lines().filter(|l| !l.trim().is_empty()) {
+        line(l);
+    }
 
-    let desired = [
-        "v1.example.com",
-        "v1alpha1.wardle.example.com",
-        "v1beta1.custom.metrics.k8s.io",
-        "v1beta1.external.metrics.k8s.io",
-        "v1beta1.metrics.k8s.io",
-        "v1beta1.wardle.example.com",
-        "v1beta2.custom.metrics.k8s.io",
-    ];
-    wait(
-        &log,
-        "every manifest object registered, the stale one deleted",
-        &["v1.stale.example.com 6A delete"],
-        || desired.iter().all(|n| exists(&server, n)) && !exists(&server, "v1.stale.example.com"),
-    )?;
-    show(&server, "after the first sync");
+    heading(&format!(
+        "Register: autoregister run --withdraw-unavailable {WITHDRAW_AFTER}"
+    ));
+    let mut run = KillOnDrop(
+        Command::new(binary)
+            .arg("run")
+            .args(["--manifests".as_ref(), work.join("manifests").as_os_str()])
+            .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+            .args(["--withdraw-unavailable", WITHDRAW_AFTER])
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::piped())
+            .spawn()?,
+    );
+    let log = Log::relay(&mut run.0);
+    let create_line = format!("{NAME} 2C create");
+    wait(&log, "the APIService created", || {
+        exists(&server) && log.has(&create_line)
+    })?;
+    let created = Instant::now();
+    line(&format!("created: {}", log.find(&create_line)));
+    wait(&log, "caBundle from the Secret", || {
+        ca_bundle(&server).as_deref() == Some(ca.as_bytes())
+    })?;
+    line(&format!("caBundle = ca.crt of Secret {NS}/{SECRET}"));
+    wait(&log, "the discovery check passing", || {
+        available(&server) == ("True".into(), "Passed".into())
+    })?;
+    line(&format!(
+        "discovery check passed: GET /apis/widgets.example.com/v1alpha1 over TLS, {host} verified against caBundle"
+    ));
+    line(&format!(
+        "Available=True (Passed), {} after the create",
+        text::duration(created.elapsed())
+    ));
 
-    step("an intruder sets v1beta1.metrics.k8s.io versionPriority to 999");
-    let api: Api<APIService> = Api::all(Client::new(server.client_config())?);
-    let mut obj = api.get("v1beta1.metrics.k8s.io")?;
-    obj.spec.version_priority = 999;
-    api.update(&obj)?;
-    wait(
-        &log,
-        "the controller restores versionPriority 100",
-        &["v1beta1.metrics.k8s.io 6C update"],
-        || priority(&server, "v1beta1.metrics.k8s.io") == Some(100),
-    )?;
+    heading("The backend stops");
+    set_ready(&server, false)?;
+    backend.stop()?;
+    line("example server stopped (SIGTERM); its endpoint no longer ready");
+    let stopped = Instant::now();
+    wait(&log, "unavailable", || available(&server).0 == "False")?;
+    line(&format!("Available=False ({})", available(&server).1));
+    wait(&log, "the withdrawal", || !exists(&server))?;
+    line(&format!(
+        "withdrawn {} after the stop: {NAME} deleted, so discovery stays whole",
+        text::duration(stopped.elapsed())
+    ));
 
-    step("wardle.json removed from the manifests");
-    std::fs::remove_file(manifests.join("wardle.json"))?;
-    wait(
-        &log,
-        "both wardle APIServices deregistered",
-        &[
-            "v1alpha1.wardle.example.com 6A delete",
-            "v1beta1.wardle.example.com 6A delete",
-        ],
-        || {
-            !exists(&server, "v1alpha1.wardle.example.com")
-                && !exists(&server, "v1beta1.wardle.example.com")
-        },
-    )?;
-    show(&server, "after the edits");
+    heading("It returns");
+    let mut backend = Backend::start(example, work, &ip, port)?;
+    set_ready(&server, true)?;
+    line("example server serving again; endpoint ready");
+    let back = Instant::now();
+    let restored = format!("{NAME} restored");
+    wait(&log, "registered again", || {
+        exists(&server) && log.has(&restored)
+    })?;
+    line(&format!("registered again: {}", log.find(&restored)));
+    wait(&log, "available again", || {
+        available(&server) == ("True".into(), "Passed".into())
+    })?;
+    let returned = back.elapsed();
+    line(&format!(
+        "Available=True (Passed), {} after the server returned",
+        text::duration(returned)
+    ));
+
+    heading("Stop");
+    let pid = run.0.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status()?;
+    let started = Instant::now();
+    let status = run.0.wait()?;
+    let took = started.elapsed();
+    if status.code() != Some(0) {
+        log.dump();
+        return Err(format!("autoregister exited with {status} on SIGTERM").into());
+    }
+    line(&format!(
+        "autoregister stopped cleanly on SIGTERM within {}",
+        text::duration(took)
+    ));
+    backend.stop()?;
     if kube_apiservers_objects(&server) != builtins {
         return Err("kube-apiserver's APIServices changed".into());
     }
-    step(&format!(
-        "ok: kube-apiserver's {} untouched (same UIDs and resourceVersions)",
-        text::count(builtins.len(), "APIService")
-    ));
 
-    step("SIGTERM");
-    let pid = child.0.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status()?;
-    let started = Instant::now();
-    let status = child.0.wait()?;
-    let took = started.elapsed();
-    log.wait_closed(Duration::from_secs(5));
-    log.flush();
-    let _ = std::fs::remove_dir_all(&work);
-    let stopped = match status.code() {
-        Some(0) => format!("stopped cleanly on SIGTERM within {}", text::duration(took)),
-        Some(code) => return Err(format!("autoregister exited with code {code} on SIGTERM").into()),
-        None => return Err("autoregister was killed by a signal".into()),
-    };
-    step("summary");
-    for line in [
-        format!(
-            "registered {} from the manifests; deleted v1.stale.example.com, ours but no longer wanted",
-            text::count(desired.len(), "APIService")
-        ),
-        "restored v1beta1.metrics.k8s.io after an intruder's edit".to_string(),
-        "deregistered the 2 wardle APIServices when wardle.json was removed".to_string(),
-        format!(
-            "never touched v1.legacy.example.com (no ownership label) nor kube-apiserver's {}",
-            text::count(builtins.len(), "APIService")
-        ),
-        stopped,
+    heading("Summary");
+    for l in [
+        format!("autoregister registered the example aggregated server from one manifest, with the CA from Secret {NS}/{SECRET}."),
+        "The discovery check reached the server over TLS and verified its certificate with that CA.".to_string(),
+        format!("When the server stopped, the API was withdrawn after {WITHDRAW_AFTER} unavailable; when it returned, it was registered and available again within {}.", text::duration(returned)),
+        format!("kube-apiserver's own {} were never touched.", text::count(builtins.len(), "APIService")),
     ] {
-        println!("  - {line}");
+        line(&l);
     }
     Ok(())
 }
 
-fn apiservice(name: &str, group: &str, managed: Option<&str>) -> serde_json::Value {
-    let mut obj = json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": name},
-        "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 10,
-                 "service": {"namespace": "default", "name": "api", "port": 443},
-                 "insecureSkipTLSVerify": true}
-    });
-    if let Some(m) = managed {
-        obj["metadata"]["labels"] = json!({ DEFAULT_LABEL_KEY: m });
-    }
-    obj
+/// The manifest: the example server's APIService, its CA named, not copied.
+fn manifest(port: u16) -> String {
+    format!(
+        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {NAME}\n  \
+         annotations:\n    autoregister.dev/inject-ca-from-secret: {NS}/{SECRET}\nspec:\n  \
+         group: widgets.example.com\n  version: v1alpha1\n  groupPriorityMinimum: 1000\n  \
+         versionPriority: 15\n  service:\n    namespace: {NS}\n    name: {SERVICE}\n    port: {port}\n"
+    )
 }
 
-fn exists(server: &TestServer, name: &str) -> bool {
-    server.get_object("apiservices", None, name).is_some()
+/// A CA and a serving certificate for `host`: (CA, certificate, key), PEM.
+fn issue(host: &str) -> Result<(String, String, String)> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate()?;
+    let mut p = CertificateParams::new(Vec::<String>::new())?;
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(DnType::CommonName, "widgets-demo-ca");
+    let ca = p.self_signed(&ca_key)?;
+    let key = KeyPair::generate()?;
+    let mut p = CertificateParams::new(vec![host.to_string()])?;
+    p.distinguished_name.push(DnType::CommonName, host);
+    let cert = p.signed_by(&key, &ca, &ca_key)?;
+    Ok((ca.pem(), cert.pem(), key.serialize_pem()))
 }
 
-fn priority(server: &TestServer, name: &str) -> Option<i64> {
-    server.get_object("apiservices", None, name)?["spec"]["versionPriority"].as_i64()
+/// Creates `obj` in the `widgets` namespace as another writer would.
+fn create(plural: &str, obj: Value, server: &TestServer) -> Result<Value> {
+    server
+        .create_object_as("demo", plural, Some(NS), obj)
+        .map_err(|e| format!("create {plural}: {}", e.message.unwrap_or_default()).into())
 }
 
-fn step(heading: &str) {
-    println!("\n==> {heading}");
+/// Marks the example server's endpoint ready or not, as the EndpointSlice controller does
+/// for a Pod that starts or goes away.
+fn set_ready(server: &TestServer, ready: bool) -> Result<()> {
+    server
+        .update_object_as(
+            "demo",
+            "endpointslices",
+            Some(NS),
+            &format!("{SERVICE}-1"),
+            |s| {
+                s["endpoints"][0]["conditions"]["ready"] = json!(ready);
+            },
+        )
+        .map(|_| ())
+        .map_err(|e| e.message.clone().unwrap_or_default().into())
+}
+
+fn exists(server: &TestServer) -> bool {
+    server.get_object("apiservices", None, NAME).is_some()
+}
+
+/// The decoded `caBundle` of the APIService.
+fn ca_bundle(server: &TestServer) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let obj = server.get_object("apiservices", None, NAME)?;
+    base64::engine::general_purpose::STANDARD
+        .decode(obj["spec"]["caBundle"].as_str()?)
+        .ok()
+}
+
+/// `(status, reason)` of its `Available` condition.
+fn available(server: &TestServer) -> (String, String) {
+    let obj = server
+        .get_object("apiservices", None, NAME)
+        .unwrap_or_default();
+    let c = obj["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+        .cloned()
+        .unwrap_or_default();
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    (s("status"), s("reason"))
 }
 
 /// kube-apiserver's APIServices (those with its label) as (name, uid, resourceVersion).
@@ -220,33 +337,52 @@ fn kube_apiservers_objects(server: &TestServer) -> Vec<(String, String, String)>
         .collect()
 }
 
-/// Prints the APIServices that matter to the story as a small table (ours, and any
-/// without an owner), and kube-apiserver's own as one line.
-fn show(server: &TestServer, when: &str) {
-    println!("\nAPIServices {when}:");
-    println!("  {:36} {:26} {:>8}", "NAME", "OWNER", "PRIORITY");
-    let mut kube_apiservers = 0;
-    for obj in server.list_objects("apiservices", None) {
-        let name = obj["metadata"]["name"].as_str().unwrap_or("?");
-        let labels = &obj["metadata"]["labels"];
-        let owner = match (
-            labels[DEFAULT_LABEL_KEY].as_str(),
-            labels[AUTO_MANAGED_LABEL].as_str(),
-        ) {
-            (Some(v), _) => format!("autoregister ({v})"),
-            (None, Some(_)) => {
-                kube_apiservers += 1;
-                continue;
+fn heading(text: &str) {
+    println!("\n{text}");
+}
+
+fn line(text: &str) {
+    println!("  {text}");
+}
+
+/// The example server, serving only (`--no-register`: autoregister registers it).
+struct Backend(KillOnDrop);
+
+impl Backend {
+    fn start(example: &Path, work: &Path, ip: &str, port: u16) -> Result<Backend> {
+        let child = Command::new(example)
+            .args(["--no-register", "--listen", &format!("{ip}:{port}")])
+            .args(["--service", &format!("{NS}/{SERVICE}"), "--port", &port.to_string()])
+            .args(["--tls-cert".as_ref(), work.join("tls.crt").as_os_str()])
+            .args(["--tls-key".as_ref(), work.join("tls.key").as_os_str()])
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "cannot run {}: {e} (build it first: cargo build --features testing --example apiserver)",
+                    example.display()
+                )
+            })?;
+        let mut b = Backend(KillOnDrop(child));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect((ip, port)).is_err() {
+            if Instant::now() > deadline || b.0 .0.try_wait()?.is_some() {
+                return Err(format!("the example server did not listen on {ip}:{port}").into());
             }
-            (None, None) => "- (no ownership label)".to_string(),
-        };
-        let prio = obj["spec"]["versionPriority"].as_i64().unwrap_or(0);
-        println!("  {name:36} {owner:26} {prio:>8}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(b)
     }
-    println!(
-        "  (and kube-apiserver's own {}: v1., v1.apps, ..., not shown)",
-        text::count(kube_apiservers, "APIService")
-    );
+
+    /// SIGTERM, and waits for it to exit.
+    fn stop(&mut self) -> Result<()> {
+        if self.0 .0.try_wait()?.is_none() {
+            let pid = self.0 .0.id().to_string();
+            Command::new("kill").args(["-TERM", &pid]).status()?;
+            self.0 .0.wait()?;
+        }
+        Ok(())
+    }
 }
 
 /// A child process killed (if still running) and reaped when dropped.
@@ -259,18 +395,10 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// The controller's log, collected by a thread and printed (indented) only by the main
-/// thread, so each line lands under the step it belongs to.
+/// The controller's log, collected by a thread: shown whole only when a step fails.
 #[derive(Clone, Default)]
 struct Log {
-    inner: Arc<Mutex<LogLines>>,
-}
-
-#[derive(Default)]
-struct LogLines {
-    lines: Vec<String>,
-    printed: usize,
-    closed: bool,
+    lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Log {
@@ -281,58 +409,52 @@ impl Log {
             let l = log.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-                    l.lock().lines.push(line);
+                    l.lock().push(line);
                 }
-                l.lock().closed = true;
             });
         }
         log
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, LogLines> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
         // A panic in the relay thread cannot leave the lines half-written: keep going.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.lines.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether every needle appears in a line not printed yet.
-    fn has_unprinted(&self, needles: &[&str]) -> bool {
-        let l = self.lock();
-        let fresh = &l.lines[l.printed..];
-        needles
-            .iter()
-            .all(|n| fresh.iter().any(|line| line.contains(n)))
+    /// Whether a line contains `needle`.
+    fn has(&self, needle: &str) -> bool {
+        self.lock().iter().any(|l| l.contains(needle))
     }
 
-    /// Prints the lines collected since the last flush.
-    fn flush(&self) {
-        let mut l = self.lock();
-        for line in &l.lines[l.printed..] {
-            println!("    | {line}");
-        }
-        l.printed = l.lines.len();
+    /// The last log line containing `needle`, without its time and level.
+    fn find(&self, needle: &str) -> String {
+        let lines = self.lock();
+        let found = lines.iter().rev().find(|l| l.contains(needle));
+        // `TIME LEVEL text`; the level is padded to a width.
+        let text = found.map_or("", |l| {
+            l.split_once(' ')
+                .and_then(|(_, rest)| rest.trim_start().split_once(' '))
+                .map_or(l.as_str(), |(_, text)| text)
+        });
+        text.trim_start().to_string()
     }
 
-    /// Waits (at most `limit`) until the process's stderr has ended.
-    fn wait_closed(&self, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        while !self.lock().closed && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
+    fn dump(&self) {
+        for l in self.lock().iter() {
+            eprintln!("    | {l}");
         }
     }
 }
 
-/// Polls until `done` holds and the controller has logged each of `lines` (so its lines
-/// print under this step, not the next), for at most 20 s; then prints them and the result.
-fn wait(log: &Log, what: &str, lines: &[&str], mut done: impl FnMut() -> bool) -> Result<()> {
+/// Polls `done` for at most 20 s; on a timeout prints the controller's log and fails.
+fn wait(log: &Log, what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !(done() && log.has_unprinted(lines)) {
+    while !done() {
         if Instant::now() > deadline {
-            log.flush();
+            log.dump();
             return Err(format!("timed out waiting: {what}").into());
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(10));
     }
-    log.flush();
-    step(&format!("ok: {what}"));
     Ok(())
 }

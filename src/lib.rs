@@ -5,7 +5,9 @@
 //! list/watch threads fill a cache, a workqueue with per-key backoff feeds a fixed pool
 //! of worker threads, and the workers call the Kubernetes REST API directly. Embed it in
 //! a program that does not want tokio — typically an aggregated API server that
-//! registers its own `APIService` while it runs.
+//! registers its own `APIService` while it runs. The guide, [`docs/library.md`][guide],
+//! says the same with more context; the other pages beside it cover the `autoregister`
+//! binary, the manifest format and connecting to a cluster.
 //!
 //! # Example
 //!
@@ -59,30 +61,52 @@
 //! }
 //! ```
 //!
-//! # Where to look next
+//! # The API
 //!
-//! - [`Controller`]: the handle (`Clone + Send + Sync`) with upstream's registration
-//!   interface — [`add_api_service_to_sync`](Controller::add_api_service_to_sync),
-//!   [`add_api_service_to_sync_on_start`](Controller::add_api_service_to_sync_on_start),
-//!   [`remove_api_service_to_sync`](Controller::remove_api_service_to_sync) — and
-//!   [`start`](Controller::start), [`wait_converged`](Controller::wait_converged),
-//!   [`shutdown`](Controller::shutdown).
-//! - [`ControllerOptions`]: workers, relist period, adoption, and the ownership label
-//!   key, which has no default: two programs sharing a key delete each other's objects.
-//! - [`Config`] / [`Client`]: where and how to connect ([`Config::infer`] for kubectl's
-//!   rules, [`Config::new`] for an explicit URL).
+//! Only the items re-exported here are the stable interface; the modules are internal
+//! (used by the `autoregister` binary and the tests) and may change in any release.
+//!
+//! - [`Controller`]: the handle (`Clone + Send + Sync`; any thread may add or remove
+//!   names) with upstream's registration interface —
+//!   [`add_api_service_to_sync`](Controller::add_api_service_to_sync) (kept registered
+//!   continuously), [`add_api_service_to_sync_on_start`](Controller::add_api_service_to_sync_on_start)
+//!   (synced once, at start), [`remove_api_service_to_sync`](Controller::remove_api_service_to_sync)
+//!   — and [`start`](Controller::start), [`wait_converged`](Controller::wait_converged),
+//!   [`stop`](Controller::stop) (no write after it) and [`shutdown`](Controller::shutdown)
+//!   (also joins every thread the controller started).
+//! - [`ControllerOptions`]: workers, relist period, adoption, Events, withdrawal, and the
+//!   ownership label key, which has no default.
+//! - [`Config`] / [`Client`]: where and how to connect ([`Config::infer`] applies
+//!   kubectl's rules to a [`ConnectOptions`]; [`Config::new`] takes an explicit URL).
+//! - [`APIService`], [`APIServiceSpec`], [`ServiceReference`], [`ObjectMeta`]: the API
+//!   types; fields the crate does not model survive a round trip unchanged.
 //! - [`parse_api_services`] and [`load_manifests`]: APIServices from YAML/JSON text or
 //!   from files, checked as the `autoregister` binary checks its manifests.
+//! - [`CaSource`]: a Secret, ConfigMap or file that `spec.caBundle` follows as it rotates.
 //!
-//! Logs go through the [`log`](https://docs.rs/log) facade: install any logger. Only the
-//! items re-exported here are the stable interface; the modules are internal (used by
-//! the `autoregister` binary and the tests) and may change in any release.
+//! # Choose your own label key
+//!
+//! Every APIService carrying the key with `true` or `onstart` is this controller's to
+//! create, update and delete; two programs sharing one key delete each other's objects.
+//! [`ControllerOptions::new`] takes the key: there is no default.
+//!
+//! # Events, logs and names
+//!
+//! Events are recorded only when [`ControllerOptions::events_instance`] is set. Logs go
+//! through the [`log`](https://docs.rs/log) facade: install any logger. Requests carry
+//! [`Config::user_agent`] (by default your executable's name beside `autoregister/VERSION`)
+//! and writes the same program name as `fieldManager`, so audit logs and `managedFields`
+//! name your program.
 //!
 //! # Features
 //!
 //! - `cli` (default): the `autoregister` binary's own dependencies (argument parsing,
 //!   the logging backend, signal handling). Embedders use `default-features = false`.
-//! - `testing`: an in-process Kubernetes API server for tests; never in a release build.
+//! - `testing`: an in-process Kubernetes API server for tests (see the guide's
+//!   [`docs/testserver.md`][testserver]); never in a release build.
+//!
+//! [guide]: https://docs.rs/crate/autoregister/latest/source/docs/library.md
+//! [testserver]: https://docs.rs/crate/autoregister/latest/source/docs/testserver.md
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -123,3 +147,17 @@ pub use controller::{
     load as load_manifests, Controller, ControllerOptions, Desired, ManifestError, Pending,
     SyncMode,
 };
+
+// The guides' Rust blocks are compiled, and run unless marked `no_run`, as doctests: the
+// README's library example, docs/library.md, and docs/testserver.md (which needs `testing`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/library.md")]
+pub struct LibraryGuideDoctests;
+
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../docs/testserver.md")]
+pub struct TestServerGuideDoctests;

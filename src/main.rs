@@ -34,17 +34,30 @@ fn main() {
             ));
             exit::OK
         }
-        Ok(Command::Run(a)) => match args::check_manifests(&a.manifests) {
-            Ok(()) => report(cli::run::run(&a)),
+        Ok(Command::Run(a)) => stoppable(|stop| match args::check_manifests(&a.manifests) {
+            Ok(()) => report(cli::run::run(&a, stop)),
             Err(e) => usage_error(&e),
-        },
-        Ok(Command::Plan(a)) => match args::check_manifests(&a.manifests) {
-            Ok(()) => report(cli::plan::plan(&a)),
+        }),
+        Ok(Command::Plan(a)) => stoppable(|stop| match args::check_manifests(&a.manifests) {
+            Ok(()) => report(cli::plan::plan(&a, stop)),
             Err(e) => usage_error(&e),
-        },
+        }),
         Err(e) => usage_error(&e),
     };
     std::process::exit(code);
+}
+
+/// Runs a command with SIGTERM/SIGINT handled from its first instant: before it reads a
+/// manifest or a kubeconfig, runs an exec plugin or connects (a signal before would kill
+/// the process silently, as the default action does).
+fn stoppable(command: impl FnOnce(&cli::signals::Stop) -> i32) -> i32 {
+    match cli::signals::install() {
+        Ok(stop) => command(&stop),
+        Err(e) => {
+            eprintln!("autoregister: cannot install signal handlers: {e}");
+            exit::FAILED
+        }
+    }
 }
 
 /// Prints a usage error with the synopsis; exit 2.

@@ -1,5 +1,6 @@
 //! Availability through the binary against the test server in kube-apiserver mode, which
-//! plays kube-aggregator's availability controller: transitions are logged, recorded as
+//! plays kube-aggregator's availability controller (its discovery check dials the TLS
+//! backends these tests start on loopback): transitions are logged, recorded as
 //! Events and exported as metrics; with withdrawal on, an APIService unavailable too long is
 //! deleted and registered again once its Service has a ready endpoint; a backend that listens
 //! but fails discovery is withdrawn with growing holds; `never`, local and onstart objects
@@ -10,13 +11,17 @@
 mod binary;
 #[path = "support/promtext.rs"]
 mod promtext;
+#[path = "support/tls_backend.rs"]
+mod tls_backend;
 
+use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant, SystemTime};
 
 use autoregister::testserver::TestServer;
 use serde_json::{json, Value};
 
 use binary::{http_get, stored, uid, wait_until, Proc, Scratch};
+use tls_backend::{Issued, Mode, TlsBackend};
 
 const ANNOTATION: &str = "autoregister.dev/withdraw-unavailable-after";
 
@@ -56,7 +61,33 @@ fn manifest(
     )
 }
 
-fn create_service(server: &TestServer, ns: &str, name: &str) {
+/// A TLS backend serving `v1.<group>` for Service `ns/svc`, listening where that Service
+/// will point (created later by [`create_service`]), and a manifest registering it with
+/// its CA as `caBundle`.
+fn backend(group: &str, annotation: Option<&str>) -> (TlsBackend, String) {
+    // Any loopback address will do: the port, picked by binding, makes the pair unique.
+    let listener = TcpListener::bind("127.1.0.254:0").unwrap();
+    let issued = Issued::new("backend-ca", &["svc.ns.svc"]);
+    let b = TlsBackend::start(listener, &issued, group, "v1");
+    let text = manifest(group, Some(("ns", "svc")), annotation, None)
+        .replace(
+            "    port: 443\n",
+            &format!("    port: {}\n", b.addr().port()),
+        )
+        .replace(
+            "  insecureSkipTLSVerify: true\n",
+            &format!("  caBundle: {}\n", base64(&issued.ca_pem)),
+        );
+    (b, text)
+}
+
+fn base64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// Service `ns/name` whose ClusterIP and port are `addr`.
+fn create_service(server: &TestServer, ns: &str, name: &str, addr: SocketAddr) {
     server
         .create_object_as(
             "test",
@@ -64,7 +95,8 @@ fn create_service(server: &TestServer, ns: &str, name: &str) {
             Some(ns),
             json!({
                 "metadata": {"name": name},
-                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]},
+                "spec": {"clusterIP": addr.ip().to_string(),
+                         "ports": [{"name": "https", "port": addr.port(), "targetPort": 8443}]},
             }),
         )
         .unwrap();
@@ -143,10 +175,8 @@ fn watched(server: &TestServer, resource: &str) -> Vec<String> {
 fn a_missing_backend_is_withdrawn_after_the_duration_and_restored_when_endpoints_are_ready() {
     let server = kas();
     let scratch = Scratch::new("avail-cycle");
-    scratch.write(
-        "a.yaml",
-        &manifest("a.example.com", Some(("ns", "svc")), None, None),
-    );
+    let (backend, text) = backend("a.example.com", None);
+    scratch.write("a.yaml", &text);
     let p = Proc::run(
         &server,
         &scratch,
@@ -216,7 +246,7 @@ fn a_missing_backend_is_withdrawn_after_the_duration_and_restored_when_endpoints
     ));
 
     // A Service without endpoints is not a ready backend: still absent.
-    create_service(&server, "ns", "svc");
+    create_service(&server, "ns", "svc", backend.addr());
     create_slice(&server, "ns", "svc", false);
     std::thread::sleep(Duration::from_millis(1500));
     assert!(
@@ -275,14 +305,13 @@ fn a_missing_backend_is_withdrawn_after_the_duration_and_restored_when_endpoints
 #[test]
 fn a_backend_that_fails_discovery_is_withdrawn_again_with_doubling_holds() {
     let server = kas();
-    create_service(&server, "ns", "svc");
+    // A backend that listens but answers its discovery with 503.
+    let (backend, text) = backend("a.example.com", None);
+    backend.set_mode(Mode::Status(503));
+    create_service(&server, "ns", "svc", backend.addr());
     create_slice(&server, "ns", "svc", true);
-    server.set_discovery_failing("ns", "svc", true);
     let scratch = Scratch::new("avail-flap");
-    scratch.write(
-        "a.yaml",
-        &manifest("a.example.com", Some(("ns", "svc")), None, None),
-    );
+    scratch.write("a.yaml", &text);
     let p = Proc::run(&server, &scratch, &["--withdraw-unavailable", "1s"]);
     let name = "v1.a.example.com";
     // create, (delete, create) x 3.
@@ -316,7 +345,7 @@ fn a_backend_that_fails_discovery_is_withdrawn_again_with_doubling_holds() {
     assert!(held(5) >= Duration::from_millis(2000), "{:?}", held(5));
 
     // Discovery passes again: available, and no more withdrawals.
-    server.set_discovery_failing("ns", "svc", false);
+    backend.set_mode(Mode::Serve);
     assert!(
         wait_until(|| condition(&server, name) == Some(("True".into(), "Passed".into()))),
         "{}",
@@ -433,10 +462,8 @@ fn withdrawal_is_off_by_default_and_the_annotation_opts_one_object_in() {
 fn once_wait_available_waits_for_availability_within_the_timeout() {
     let server = kas();
     let scratch = Scratch::new("avail-once");
-    scratch.write(
-        "a.yaml",
-        &manifest("a.example.com", Some(("ns", "svc")), None, None),
-    );
+    let (backend, text) = backend("a.example.com", None);
+    scratch.write("a.yaml", &text);
     // The backend is missing: converged, but not available within the timeout.
     let p = Proc::run(
         &server,
@@ -456,7 +483,7 @@ fn once_wait_available_waits_for_availability_within_the_timeout() {
     let (code, log) = Proc::run(&server, &scratch, &["--once"]).wait_exit(Duration::from_secs(15));
     assert_eq!(code, 0, "{log}");
     // With a ready backend it succeeds, once the aggregator says Available.
-    create_service(&server, "ns", "svc");
+    create_service(&server, "ns", "svc", backend.addr());
     create_slice(&server, "ns", "svc", true);
     let (code, log) = Proc::run(
         &server,

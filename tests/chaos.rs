@@ -193,6 +193,7 @@ fn the_checker_names_every_broken_invariant_and_passes_a_clean_log() {
             time: s(ms),
             body,
             user_agent: Some(autoregister::client::USER_AGENT.into()),
+            content_type: None,
             field_manager: None,
             uid_precondition: None,
             // Process 0 runs until 7 s, process 1 from 8 s.
@@ -406,6 +407,7 @@ fn a_write_before_the_process_saw_sigterm_is_not_after_it() {
         time: s(ms),
         body: None,
         user_agent: Some(autoregister::client::USER_AGENT.into()),
+        content_type: None,
         field_manager: None,
         uid_precondition: None,
         user: Some(proc_user(0)),

@@ -387,6 +387,33 @@ fn conflict_409_is_conflict_not_already_exists() {
     let e = api(&server).update(&apiservice("x", "3")).unwrap_err();
     assert!(e.is_conflict(), "{e:?}");
     assert!(!e.is_already_exists());
+    assert!(
+        !e.is_apply_conflict(),
+        "a stale resourceVersion is no field conflict"
+    );
+}
+
+#[test]
+fn apply_conflict_409_names_its_field_manager_causes() {
+    let server = Server::start();
+    // As apimachinery's NewApplyConflict words it (managedfields/internal/conflict.go).
+    server.push(Answer::json(
+        409,
+        &json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
+            "reason": "Conflict",
+            "message": "Apply failed with 1 conflict: conflict with \"cainjector\" using apiregistration.k8s.io/v1: .spec.caBundle",
+            "details": {"causes": [{"reason": "FieldManagerConflict",
+                "message": "conflict with \"cainjector\" using apiregistration.k8s.io/v1",
+                "field": ".spec.caBundle"}]}
+        }),
+    ));
+    let e = api(&server)
+        .with_field_manager("autoregister")
+        .apply(&apiservice("x", ""), false)
+        .unwrap_err();
+    assert!(e.is_conflict() && e.is_apply_conflict(), "{e:?}");
+    assert!(e.to_string().contains("cainjector"), "{e}");
 }
 
 #[test]
@@ -990,4 +1017,82 @@ fn watch_whose_head_never_comes_times_out_at_the_request_timeout() {
         .expect("watch open returned in time")
         .expect("an error");
     assert!(matches!(e, Error::Timeout(_)), "{e:?}");
+}
+
+// ---------------------------------------------------------------- server-side apply
+
+#[test]
+fn apply_patches_the_object_path_as_apply_yaml_with_manager_force_and_strict_validation() {
+    let server = Server::start();
+    server.push(Answer::json(200, &apiservice_json("v1.example.com", "12")));
+    server.push(Answer::json(200, &apiservice_json("v1.example.com", "12")));
+    let mut config = apiservice("v1.example.com", "");
+    config.metadata.resource_version = None;
+    config.metadata.uid = None;
+    let api = api(&server).with_field_manager("autoregister");
+    let got = api.apply(&config, true).unwrap();
+    assert_eq!(got.metadata.resource_version.as_deref(), Some("12"));
+    api.clone()
+        .with_dry_run()
+        .apply_unread(&config, false)
+        .unwrap();
+
+    let seen = server.wait_for_requests(2, WAIT);
+    let r = &seen[0];
+    assert_eq!(r.method, "PATCH");
+    // A patch's options travel in the query, where kube-apiserver reads them.
+    assert_eq!(
+        r.target,
+        format!(
+            "{COLLECTION}/v1.example.com?fieldManager=autoregister&fieldValidation=Strict&force=true"
+        )
+    );
+    assert_common_headers(r);
+    // JSON is YAML: the configuration goes as JSON under the apply media type.
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/apply-patch+yaml")
+    );
+    assert_eq!(r.json(), serde_json::to_value(&config).unwrap());
+    assert_eq!(
+        seen[1].target,
+        format!("{COLLECTION}/v1.example.com?fieldManager=autoregister&fieldValidation=Strict&dryRun=All")
+    );
+}
+
+#[test]
+fn apply_without_a_field_manager_is_refused_before_sending() {
+    let server = Server::start();
+    let e = api(&server)
+        .apply(&apiservice("v1.example.com", ""), true)
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Config(ref m) if m.contains("fieldManager")),
+        "{e:?}"
+    );
+    // Refused synchronously: a request sent would have been recorded before its answer.
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn json_patch_sends_its_operations_as_json_patch() {
+    let server = Server::start();
+    server.push(Answer::json(200, &apiservice_json("v1.example.com", "13")));
+    let ops = json!([
+        {"op": "replace", "path": "/metadata/managedFields", "value": []},
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": "12"},
+    ]);
+    let api = api(&server).with_field_manager("autoregister");
+    api.json_patch("v1.example.com", &ops).unwrap();
+    let r = only_request(&server);
+    assert_eq!(r.method, "PATCH");
+    assert_eq!(
+        r.target,
+        format!("{COLLECTION}/v1.example.com?fieldManager=autoregister&fieldValidation=Strict")
+    );
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json-patch+json")
+    );
+    assert_eq!(r.json(), ops);
 }

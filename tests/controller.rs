@@ -318,6 +318,43 @@ fn removing_a_managed_continuous_entry_deletes_it_with_a_uid_precondition() {
     assert!(writes[2..].iter().all(|w| w == "delete 404"), "{writes:?}");
 }
 
+/// tests/embed.rs under make soak: a removal while our create was on its way found nothing
+/// to delete (the cache did not show the object yet, and the create was noted only on its
+/// answer), so `wait_converged` said done and the object stayed registered.
+#[test]
+fn a_removal_while_our_create_is_on_its_way_waits_for_the_object_and_deletes_it() {
+    let h = Harness::new();
+    h.start();
+    let name = "v1.a.example.com";
+    // The create is held inside the server once it has arrived, until released.
+    let (arrived_tx, arrived) = std::sync::mpsc::channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let hold = std::sync::Mutex::new(Some((arrived_tx, released)));
+    h.server
+        .set_admission(Some(std::sync::Arc::new(move |plural: &str, _: &Value| {
+            let first = (plural == "apiservices")
+                .then(|| hold.lock().unwrap().take())
+                .flatten();
+            if let Some((arrived, released)) = first {
+                let _ = arrived.send(());
+                let _ = released.recv_timeout(WAIT * 2);
+            }
+            None
+        })));
+    h.ctl.add_api_service_to_sync(svc("a.example.com", 10));
+    arrived
+        .recv_timeout(WAIT)
+        .expect("the create never arrived");
+    h.ctl.remove_api_service_to_sync(name);
+    // Not done while the create that makes the object has no answer.
+    let early = h.ctl.wait_converged(Duration::from_millis(300));
+    assert!(early.is_err(), "converged with our create on its way");
+    release.send(()).unwrap();
+    h.converge();
+    assert!(h.stored(name).is_none(), "{:?}", h.writes(name));
+    assert_eq!(h.writes(name)[..2], ["create 201", "delete 200"]);
+}
+
 /// Chaos seeds 1217, 1289, 3415: a delete answered 404 (someone deleted the object while
 /// the watch was down) was retried with backoff until the cache caught up. The watch brings
 /// the deletion; a retry waits at least 1 s.
@@ -387,7 +424,7 @@ fn adding_an_object_already_present_managed_and_equal_writes_nothing() {
 }
 
 #[test]
-fn changing_the_desired_spec_updates_only_the_spec() {
+fn changing_the_desired_spec_applies_only_the_declared_fields() {
     let h = Harness::new();
     let name = "v1.a.example.com";
     let mut seeded = object("a.example.com", Some("true"), 10);
@@ -414,7 +451,7 @@ fn changing_the_desired_spec_updates_only_the_spec() {
     wait_until("the spec is updated", || h.priority(name) == Some(42));
     // The test server logs a request after applying it: wait for the record too.
     wait_until("the update is logged", || !h.writes(name).is_empty());
-    assert_eq!(h.writes(name), ["update 200"]);
+    assert_eq!(h.writes(name), ["patch 200"]);
     let after = h.stored(name).unwrap();
     assert_eq!(
         after["spec"],
@@ -427,28 +464,37 @@ fn changing_the_desired_spec_updates_only_the_spec() {
     assert_eq!(after["futureTopLevel"], json!({"kept": true}));
     assert_eq!(after["status"], before["status"]);
 
-    // What we sent: the cached object with only .spec replaced, at its resourceVersion.
-    let update = h
+    // What we sent: a server-side apply of the declared fields only (and the object's
+    // UID, so it reaches that object or none), forced.
+    let apply = h
         .server
         .requests()
         .into_iter()
-        .find(|r| r.verb == "update" && r.name.as_deref() == Some(name))
+        .find(|r| r.verb == "patch" && r.name.as_deref() == Some(name))
         .unwrap();
-    let mut sent = update.body.unwrap();
-    let mut expected = before.clone();
-    expected["spec"] = after["spec"].clone();
-    for doc in [&mut sent, &mut expected] {
-        // Server-kept fields the client may leave out or spell differently.
-        doc["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .remove("managedFields");
-    }
-    assert_eq!(sent, expected);
+    assert_eq!(
+        apply.content_type.as_deref(),
+        Some("application/apply-patch+yaml")
+    );
+    assert!(
+        apply.query.split('&').any(|kv| kv == "force=true"),
+        "{}",
+        apply.query
+    );
+    // Named by the program (here the test binary), as every write of ours.
+    assert!(apply.field_manager.is_some_and(|m| !m.is_empty()));
+    assert_eq!(
+        apply.body.unwrap(),
+        json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": name, "uid": before["metadata"]["uid"], "labels": {LABEL: "true"}},
+            "spec": serde_json::to_value(spec("a.example.com", 42)).unwrap(),
+        })
+    );
 }
 
 #[test]
-fn an_update_leaves_the_servers_managed_fields_to_the_server() {
+fn an_apply_leaves_other_managers_entries_to_them() {
     let h = Harness::new();
     let name = "v1.a.example.com";
     let mut seeded = object("a.example.com", Some("true"), 10);
@@ -464,13 +510,13 @@ fn an_update_leaves_the_servers_managed_fields_to_the_server() {
     h.start();
     wait_until("the spec is updated", || h.priority(name) == Some(42));
     wait_until("the update is logged", || !h.writes(name).is_empty());
-    // The cache dropped managedFields: the update must not send a trimmed (or empty)
-    // list, which would replace (or reset) the server's; absent, the server keeps them.
+    // An apply sends no managedFields (the server refuses them in one): it keeps its own
+    // and records ours beside them.
     let update = h
         .server
         .requests()
         .into_iter()
-        .find(|r| r.verb == "update" && r.name.as_deref() == Some(name))
+        .find(|r| r.verb == "patch" && r.name.as_deref() == Some(name))
         .unwrap();
     let sent = update.body.unwrap();
     assert!(
@@ -483,11 +529,10 @@ fn an_update_leaves_the_servers_managed_fields_to_the_server() {
     let entries = after["metadata"]["managedFields"].as_array().unwrap();
     assert!(entries.contains(&helm), "helm's entry kept whole: {after}");
     assert!(
-        entries
-            .iter()
-            .any(|e| e["manager"] != "helm"
-                && e["fieldsV1"]["f:spec"]["f:versionPriority"].is_object()),
-        "our write is recorded on top: {after}"
+        entries.iter().any(|e| e["manager"] != "helm"
+            && e["operation"] == "Apply"
+            && e["fieldsV1"]["f:spec"]["f:versionPriority"].is_object()),
+        "our apply is recorded beside it: {after}"
     );
 }
 

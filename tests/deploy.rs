@@ -8,6 +8,8 @@
 mod binary;
 #[path = "support/configmap.rs"]
 mod configmap;
+#[path = "support/kube.rs"]
+mod kube;
 #[path = "support/promtext.rs"]
 mod promtext;
 
@@ -652,9 +654,9 @@ fn the_deployment_follows_a_configmap_data_swap_records_events_and_needs_exactly
         );
     }
     assert!(
-        log.contains(&format!(
-            "{changed} 6C update (managed always, desired always; spec differs): ok"
-        )),
+        log.lines().any(|l| l.contains(&format!(
+            "{changed} 6C update (managed always, desired always; declared field differs) ["
+        )) && l.ends_with("]: ok")),
         "{log}"
     );
 
@@ -742,4 +744,87 @@ fn base64_ca() -> String {
     let params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
     base64::engine::general_purpose::STANDARD.encode(params.self_signed(&key).unwrap().pem())
+}
+
+/// deploy/ on the real kube-apiserver: its namespace, ServiceAccount and RBAC applied as
+/// they are, the binary run as that ServiceAccount (a token from the TokenRequest API) with
+/// the Deployment's arguments and the shipped examples: it converges, holds the Lease,
+/// records Events and reads its CA Secret, and nothing it sends is forbidden.
+#[test]
+fn the_deploy_rbac_is_enough_on_the_real_kube_apiserver() {
+    let k = kube::kube();
+    let dir = repo().join("deploy");
+    // The namespaces 02-rbac.yaml grants in (kube-system exists already).
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: monitoring\n");
+    for f in [
+        "00-namespace.yaml",
+        "01-serviceaccount.yaml",
+        "02-rbac.yaml",
+    ] {
+        k.apply(&std::fs::read_to_string(dir.join(f)).unwrap());
+    }
+    let ca = base64_ca();
+    k.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: prometheus-adapter-tls\n  namespace: monitoring\ndata:\n  ca.crt: {ca}\n"
+    ));
+    let (ok, token, err) = k.kubectl(&["-n", "autoregister", "create", "token", "autoregister"]);
+    assert!(ok, "{err}");
+    let s = Scratch::new("deploy-real");
+    for (file, text) in example_data(&deploy_objects()) {
+        s.write(&file, &text);
+    }
+    let kubeconfig = s.path("kubeconfig");
+    std::fs::write(&kubeconfig, k.kubeconfig(token.trim())).unwrap();
+    let mut args = test_args(
+        &args_of(&container(&deploy_objects())),
+        &s.manifests(),
+        &kubeconfig,
+    );
+    args.push("--once".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, log) = Proc::spawn(&args).wait_exit(binary::WAIT);
+    assert_eq!(code, 0, "{log}");
+    // A refusal logs "Forbidden (403)"; a bare "403" is in ports and timestamps too.
+    assert!(
+        !log.to_ascii_lowercase().contains("forbidden") && !log.contains("(403)"),
+        "{log}"
+    );
+
+    let names = [
+        "v1beta1.metrics.k8s.io",
+        "v1beta1.custom.metrics.k8s.io",
+        "v1beta1.external.metrics.k8s.io",
+    ];
+    for name in names {
+        let a = k
+            .get_apiservice(name)
+            .unwrap_or_else(|| panic!("{name} not registered:\n{log}"));
+        let v = serde_json::to_value(a).unwrap();
+        assert_eq!(v["metadata"]["labels"][DEFAULT_LABEL_KEY], "true", "{v}");
+    }
+    // The Secret's CA became the caBundle of the custom metrics APIServices.
+    let custom = serde_json::to_value(k.get_apiservice(names[1]).unwrap()).unwrap();
+    assert_eq!(custom["spec"]["caBundle"], ca.as_str(), "{custom}");
+    let (ok, lease, err) = k.kubectl(&[
+        "-n",
+        "autoregister",
+        "get",
+        "lease",
+        "autoregister",
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "the Lease: {err}");
+    assert!(lease.contains("holderIdentity"), "{lease}");
+    let (_, events, _) = k.kubectl(&["-n", "default", "get", "events.events.k8s.io", "-o", "json"]);
+    assert!(
+        events.contains("v1beta1.metrics.k8s.io"),
+        "no Event recorded:\n{events}\n{log}"
+    );
+
+    // Leave the shared server as it was: these APIServices have no backend.
+    for name in names {
+        let (ok, out, err) = k.kubectl(&["delete", "apiservice", name]);
+        assert!(ok, "{out}{err}");
+    }
 }

@@ -424,7 +424,7 @@ fn a_refused_spec_is_not_retried_until_its_manifest_changes() {
     while Instant::now() < quiet_until {
         assert_eq!(
             writes(&server, "v1.a.example.com"),
-            ["update 422"],
+            ["patch 422"],
             "resent without a change:\n{}",
             p.log()
         );
@@ -437,14 +437,10 @@ fn a_refused_spec_is_not_retried_until_its_manifest_changes() {
         p.log()
     );
     // The changed spec is sent once and accepted. A resync that delivers the name between
-    // that answer and its watch event decides from the stale cache and is answered 409
-    // (benign, as upstream: the event decides again); nothing else may follow.
+    // that answer and its watch event finds the cache still at the version the apply was
+    // decided on, and waits for the event instead of applying again.
     let w = writes(&server, "v1.a.example.com");
-    assert!(
-        w.starts_with(&["update 422".to_string(), "update 200".to_string()]),
-        "{w:?}"
-    );
-    assert!(w.iter().skip(2).all(|x| x == "update 409"), "{w:?}");
+    assert_eq!(w, ["patch 422", "patch 200"], "{}", p.log());
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
     assert_eq!(
@@ -467,7 +463,7 @@ fn an_update_the_server_refuses_is_retried_when_the_object_changes() {
     s.write("a.yaml", &manifest("a.example.com", None, 13));
     let p = Proc::run(&server, &s, &["--workers", "1"]);
     assert!(
-        wait_until(|| writes(&server, "v1.a.example.com") == ["update 422"]),
+        wait_until(|| writes(&server, "v1.a.example.com") == ["patch 422"]),
         "{}",
         p.log()
     );
@@ -475,7 +471,7 @@ fn an_update_the_server_refuses_is_retried_when_the_object_changes() {
     edit_priority(&server, "v1.a.example.com", 6);
     assert!(
         wait_until(
-            || writes(&server, "v1.a.example.com") == ["update 422", "update 200", "update 422"]
+            || writes(&server, "v1.a.example.com") == ["patch 422", "update 200", "patch 422"]
         ),
         "{:?}\n{}",
         writes(&server, "v1.a.example.com"),
@@ -811,6 +807,17 @@ fn an_unreachable_or_refusing_server_is_one_message_with_its_count() {
     assert!(
         !log.lines().any(|l| l.contains("ERROR   v1.")),
         "no line per name:\n{log}"
+    );
+    // Before the summary, the refused connection is one WARN line (the cause), not one
+    // from the reachability gate and another from the list that found it.
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("refused"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].contains("the API server cannot be reached"),
+        "{log}"
     );
 
     // 401 on the list: the same, once, and the token never shown.

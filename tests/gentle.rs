@@ -111,12 +111,12 @@ fn a_stopped_server_gets_only_the_reflectors_attempts_and_every_name_converges_w
     );
 }
 
-/// Update requests the server logged for `name`, oldest first.
+/// Our updates (server-side applies) the server logged for `name`, oldest first.
 fn updates(server: &TestServer, name: &str) -> Vec<RequestRecord> {
     server
         .requests()
         .into_iter()
-        .filter(|r| r.verb == "update" && r.name.as_deref() == Some(name))
+        .filter(|r| r.verb == "patch" && r.name.as_deref() == Some(name))
         .collect()
 }
 
@@ -135,7 +135,7 @@ fn a_watch_event_inside_retry_after_does_not_bring_the_name_back_early() {
         p.log()
     );
     server.faults().set_retry_after(2);
-    server.faults().fail_next_verb(Some("update"), 1, 429);
+    server.faults().fail_next_verb(Some("patch"), 1, 429);
     s.write("a.yaml", &manifest("a.example.com", &[], 20));
     assert!(
         binary::wait_until_within(binary::WAIT, || !updates(&server, name).is_empty()),

@@ -440,3 +440,99 @@ fn kubectl_describe_shows_the_events_the_controller_wrote() {
     .unwrap();
     assert_eq!(none["items"], json!([]));
 }
+
+/// `kubectl apply --server-side` against the test server: it creates, owns its fields as
+/// an `Apply` entry, is refused with kube-apiserver's conflict message when another
+/// manager changed a field it applies, takes it with `--force-conflicts`, and upgrades an
+/// object it had applied client-side (its JSON patch of managedFields, `csaupgrade`).
+#[test]
+fn kubectl_server_side_apply() {
+    let Some(bin) = kubectl_or_skip() else { return };
+    let s = TestServer::start();
+    let k = Kubectl {
+        bin,
+        dir: scratch(&s, "ssa"),
+    };
+    let name = "v1.ssa.example.com";
+    let m = manifest(&k.dir, name, "ssa.example.com", 15);
+    let out = k.ok(&["apply", "--server-side", "-f", m.to_str().unwrap()]);
+    assert!(out.contains("serverside-applied"), "{out}");
+    let stored = s.get_object("apiservices", None, name).unwrap();
+    let entries = stored["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(
+        (&entries[0]["manager"], &entries[0]["operation"]),
+        (&json!("kubectl"), &json!("Apply"))
+    );
+    assert_eq!(
+        entries[0]["fieldsV1"]["f:spec"]["f:versionPriority"],
+        json!({})
+    );
+
+    // Another manager changes a field kubectl applies.
+    let mut edited = stored.clone();
+    edited["spec"]["versionPriority"] = json!(40);
+    let api = autoregister::client::Api::<autoregister::api::APIService>::all(
+        autoregister::client::Client::new(s.client_config()).unwrap(),
+    )
+    .with_field_manager("other");
+    api.update(&serde_json::from_value(edited).unwrap())
+        .unwrap();
+    let out = k.run(&["apply", "--server-side", "-f", m.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "Apply failed with 1 conflict: conflict with \"other\" using apiregistration.k8s.io/v1: .spec.versionPriority"
+        ),
+        "{err}"
+    );
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        m.to_str().unwrap(),
+    ]);
+    let stored = s.get_object("apiservices", None, name).unwrap();
+    assert_eq!(stored["spec"]["versionPriority"], 15);
+    let managers: Vec<&Value> = stored["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["manager"])
+        .collect();
+    assert_eq!(
+        managers,
+        [&json!("kubectl")],
+        "the other manager owned nothing else"
+    );
+
+    // Client-side first, then server-side: kubectl moves its Update entry into its Apply one.
+    let csa = "v1.csa.example.com";
+    let m = manifest(&k.dir, csa, "csa.example.com", 15);
+    k.ok(&["apply", "-f", m.to_str().unwrap()]);
+    k.ok(&["apply", "--server-side", "-f", m.to_str().unwrap()]);
+    let stored = s.get_object("apiservices", None, csa).unwrap();
+    let who: Vec<(String, String)> = stored["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap().to_string(),
+                e["operation"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    // Its client-side entry is gone; the annotation has an applier of its own.
+    assert_eq!(
+        who,
+        [
+            ("kubectl-last-applied".to_string(), "Apply".to_string()),
+            ("kubectl".to_string(), "Apply".to_string())
+        ],
+        "{stored}"
+    );
+    let _ = std::fs::remove_dir_all(&k.dir);
+}

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use autoregister::api::{AUTO_MANAGED_LABEL, DEFAULT_LABEL_KEY as KEY};
 use autoregister::testserver::TestServer;
-use binary::{is_write, manifest, object, stored, uid, wait_until, writes, Proc, Scratch, WAIT};
+use binary::{
+    is_dry_run, is_write, manifest, object, stored, uid, wait_until, writes, Proc, Scratch, WAIT,
+};
 
 fn label(server: &TestServer, name: &str, key: &str) -> Option<String> {
     stored(server, name).and_then(|o| o["metadata"]["labels"][key].as_str().map(str::to_string))
@@ -73,7 +75,7 @@ fn every_write_names_our_field_manager() {
     let writes: Vec<_> = server.requests().into_iter().filter(is_write).collect();
     let verbs: Vec<&str> = writes.iter().map(|r| r.verb.as_str()).collect();
     assert!(
-        verbs.contains(&"create") && verbs.contains(&"update") && verbs.contains(&"delete"),
+        verbs.contains(&"create") && verbs.contains(&"patch") && verbs.contains(&"delete"),
         "{verbs:?}"
     );
     for r in writes.iter().filter(|r| r.verb != "delete") {
@@ -108,7 +110,7 @@ fn adopt_takes_an_unlabelled_object_over_in_place() {
     assert_eq!(obj["metadata"]["labels"][KEY], "true");
     assert_eq!(obj["metadata"]["labels"]["team"], "x");
     assert_eq!(obj["metadata"]["annotations"]["note"], "kept");
-    assert_eq!(writes(&server, "v1.a.example.com"), ["update 200"], "{log}");
+    assert_eq!(writes(&server, "v1.a.example.com"), ["patch 200"], "{log}");
     assert!(log.contains("3C adopt"), "{log}");
 }
 
@@ -196,7 +198,7 @@ fn plan_names_the_owner_and_what_adopt_would_do_and_writes_nothing() {
         server
             .requests()
             .iter()
-            .all(|r| !is_write(r) || r.query.contains("dryRun=All")),
+            .all(|r| !is_write(r) || is_dry_run(r)),
         "plan wrote"
     );
     assert_eq!(uid(&server, "v1.apps"), apps_uid);
@@ -409,7 +411,7 @@ fn once_does_not_count_a_conflict_as_converged() {
         None,
         object("a.example.com", &[(KEY, "true")], 1),
     );
-    server.faults().fail_next_verb(Some("update"), 10_000, 409);
+    server.faults().fail_next_verb(Some("patch"), 10_000, 409);
     let s = Scratch::new("once-conflict");
     s.write("a.yaml", &manifest("a.example.com", &[], 10));
     let started = Instant::now();
@@ -426,7 +428,7 @@ fn once_does_not_count_a_conflict_as_converged() {
     );
     // A few conflicts, then the server lets it through: retried with backoff, then converged.
     server.faults().clear();
-    server.faults().fail_next_verb(Some("update"), 3, 409);
+    server.faults().fail_next_verb(Some("patch"), 3, 409);
     let (code, log) = Proc::run(&server, &s, &["--once"]).wait_exit(WAIT);
     assert_eq!(code, 0, "{log}");
     assert_eq!(
@@ -654,10 +656,13 @@ fn a_fight_names_the_other_writer_from_the_trimmed_cache() {
     let priority = || stored(&server, name).and_then(|o| o["spec"]["versionPriority"].as_i64());
     let helm: Api<APIService> =
         Api::all(Client::new(server.client_config()).unwrap()).with_field_manager("helm");
-    let warned = || ctl.log().contains("other writer: helm");
+    let warned = || {
+        let log = ctl.log();
+        log.contains("FieldFight: spec.versionPriority is also written by helm")
+    };
     // helm sets its own spec, the controller puts ours back: each restore is contested;
-    // five within the window are a fight. The cache has no managedFields left (only the
-    // managers they name), so this reads the writer from what the trimming kept.
+    // five within the window are a fight. The cache has no managedFields left, so this
+    // reads the writer from the field ownership the trimming kept.
     for round in 0..20 {
         if warned() {
             break;

@@ -5,10 +5,11 @@
 
 #[path = "support/binary.rs"]
 mod binary;
+#[path = "support/plugin.rs"]
+mod plugin;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use autoregister::api::{APIService, APIServiceSpec};
@@ -16,7 +17,8 @@ use autoregister::client::{Api, Client};
 use autoregister::controller::{Controller, ControllerOptions};
 use autoregister::runtime::leader::{LeaderCallbacks, LeaderConfig, LeaderElector};
 use autoregister::testserver::TestServer;
-use binary::{wait_until, wait_until_for, Proc, Scratch, WAIT};
+use binary::{wait_until, Proc, Scratch, WAIT};
+use plugin::{assert_plugin_gone, exec_kubeconfig, have_proc, plugin_pid};
 use serde_json::json;
 
 /// The ownership label these tests own (the CLI's default).
@@ -156,11 +158,14 @@ fn sigterm_while_the_server_stalls_exits_within_2s_and_a_second_signal_at_once_w
     many(&s2, 10);
     server.faults().pause();
     let mut p = Proc::run(&server, &s2, &[]);
-    p.wait_log("connecting to");
+    p.wait_log("started:");
+    // Frozen, the process gets both signals pending at once: the second is there before a
+    // clean stop could finish (a second TERM would merge with the first, so an INT).
+    p.signal("STOP");
     p.signal("TERM");
-    p.wait_log("signal SIGTERM received");
+    p.signal("INT");
     let t0 = Instant::now();
-    p.signal("TERM");
+    p.signal("CONT");
     let (code, _) = exit_within(&mut p, t0, Duration::from_secs(1));
     assert_eq!(code, 1, "{}", p.log());
     assert!(p.log().contains("second signal"), "{}", p.log());
@@ -369,92 +374,6 @@ fn timeout_summary_states_one_cause_once_with_its_count_instead_of_a_line_per_na
 }
 
 // ---- exec plugins ----
-
-/// A kubeconfig whose user runs `plugin` (which never answers) against `server`.
-fn exec_kubeconfig(dir: &Path, server: &TestServer) -> (PathBuf, PathBuf) {
-    let pidfile = dir.join("plugin.pid");
-    let plugin = dir.join("plugin.sh");
-    // No `exec`: the sleep is a grandchild, which a kill of the script alone would orphan.
-    std::fs::write(
-        &plugin,
-        format!("#!/bin/sh\necho $$ > {}\nsleep 1000\n", pidfile.display()),
-    )
-    .unwrap();
-    std::process::Command::new("chmod")
-        .args(["+x", plugin.to_str().unwrap()])
-        .status()
-        .unwrap();
-    let kc = dir.join("exec-kubeconfig");
-    std::fs::write(
-        &kc,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    \
-             certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
-             \x20     command: {}\n      interactiveMode: Never\n\
-             contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n",
-            server.url(),
-            {
-                use base64::Engine as _;
-                base64::engine::general_purpose::STANDARD.encode(server.ca_pem().unwrap())
-            },
-            plugin.display()
-        ),
-    )
-    .unwrap();
-    (kc, pidfile)
-}
-
-/// Processes whose process group is `pgid` (the plugin script and what it started).
-fn group_members(pgid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // Fields after the parenthesised command: state, ppid, pgrp, ...
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid) && fields[0] != "Z" {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-fn plugin_pid(pidfile: &Path) -> u32 {
-    assert!(
-        wait_until(
-            || std::fs::read_to_string(pidfile).is_ok_and(|t| t.trim().parse::<u32>().is_ok())
-        ),
-        "the plugin never started"
-    );
-    std::fs::read_to_string(pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
-fn assert_plugin_gone(pid: u32, log: &str) {
-    assert!(
-        wait_until_for(Duration::from_secs(5), || group_members(pid).is_empty()),
-        "plugin processes left behind: {:?}\n{log}",
-        group_members(pid)
-    );
-}
-
-fn have_proc() -> bool {
-    let ok = Path::new("/proc/self/stat").exists();
-    if !ok {
-        eprintln!("no /proc here; skipped");
-    }
-    ok
-}
 
 #[test]
 fn a_plugin_that_never_answers_bounds_plan_timeout_and_is_killed() {

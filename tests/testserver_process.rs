@@ -6,7 +6,15 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "support/tls_backend.rs"]
+mod tls_backend;
+
 const BIN: &str = env!("CARGO_BIN_EXE_autoregister-testserver");
+
+fn base64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
 
 fn tls_get(addr: &str, ca_pem: &[u8], path: &str, token: &str) -> String {
     use rustls_pki_types::pem::PemObject;
@@ -181,9 +189,9 @@ fn process_plays_kube_apiserver_with_crd_groups() {
         "{writes}"
     );
 
-    // The availability controller, driven by Services and EndpointSlices, and the switch
-    // that fails a backend's discovery check.
-    let condition = |addr: &str| -> (String, String) {
+    // The availability controller, driven by Services and EndpointSlices, and its discovery
+    // check, which dials the Service's ClusterIP (allocated on loopback) over TLS.
+    let condition = |addr: &str| -> (String, String, String) {
         let (_, body) = plain_request(
             addr,
             "GET",
@@ -192,55 +200,77 @@ fn process_plays_kube_apiserver_with_crd_groups() {
         );
         let o: serde_json::Value = serde_json::from_str(&body).unwrap();
         let c = &o["status"]["conditions"][0];
-        (
-            c["status"].as_str().unwrap_or("").to_string(),
-            c["reason"].as_str().unwrap_or("").to_string(),
-        )
+        let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+        (s("status"), s("reason"), s("message"))
     };
-    let apiservice = r#"{"metadata": {"name": "v1.served.example.com"}, "spec": {"group": "served.example.com", "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 10, "service": {"namespace": "ns", "name": "svc", "port": 443}}}"#;
+    let wait_reason = |reason: &str| {
+        let until = Instant::now() + Duration::from_secs(10);
+        while condition(&addr).1 != reason && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        condition(&addr)
+    };
+    let listener = std::net::TcpListener::bind("127.1.0.254:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let issued = tls_backend::Issued::new("served-ca", &["svc.ns.svc"]);
+    let _backend = tls_backend::TlsBackend::start(listener, &issued, "served.example.com", "v1");
+    let apiservice = serde_json::json!({
+        "metadata": {"name": "v1.served.example.com"},
+        "spec": {"group": "served.example.com", "version": "v1", "groupPriorityMinimum": 100,
+                 "versionPriority": 10, "service": {"namespace": "ns", "name": "svc", "port": port},
+                 "caBundle": base64(&issued.ca_pem)},
+    });
     let (status, _) = plain_request(
         &addr,
         "POST",
         "/apis/apiregistration.k8s.io/v1/apiservices",
-        apiservice,
+        &apiservice.to_string(),
     );
     assert!(status.contains(" 201 "), "{status}");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while condition(&addr).1 != "ServiceNotFound" && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert_eq!(condition(&addr), ("False".into(), "ServiceNotFound".into()));
-    for (path, body) in [
-        (
+    assert_eq!(wait_reason("ServiceNotFound").0, "False");
+    let service = |cluster_ip: Option<&str>| {
+        let mut svc = serde_json::json!({"metadata": {"name": "svc"},
+            "spec": {"ports": [{"name": "https", "port": port}]}});
+        if let Some(ip) = cluster_ip {
+            svc["spec"]["clusterIP"] = ip.into();
+        }
+        let (status, body) = plain_request(
+            &addr,
+            "POST",
             "/api/v1/namespaces/ns/services",
-            r#"{"metadata": {"name": "svc"}, "spec": {"ports": [{"name": "https", "port": 443}]}}"#,
-        ),
-        (
-            "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices",
-            r#"{"metadata": {"name": "svc-1", "labels": {"kubernetes.io/service-name": "svc"}}, "addressType": "IPv4", "endpoints": [{"addresses": ["127.0.0.1"]}], "ports": [{"name": "https", "port": 8443}]}"#,
-        ),
-    ] {
-        let (status, _) = plain_request(&addr, "POST", path, body);
-        assert!(status.contains(" 201 "), "{path}: {status}");
-    }
+            &svc.to_string(),
+        );
+        assert!(status.contains(" 201 "), "{status}");
+        let created: serde_json::Value = serde_json::from_str(&body).unwrap();
+        created["spec"]["clusterIP"].as_str().unwrap().to_string()
+    };
+    // An allocated ClusterIP, where nothing listens: the dial is refused, in Go's words.
+    let ip = service(None);
+    assert!(ip.starts_with("127.1.0."), "{ip}");
     let (status, _) = plain_request(
         &addr,
         "POST",
-        "/_testserver/kube-apiserver/failing-discovery",
-        r#"{"namespace": "ns", "service": "svc"}"#,
+        "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices",
+        r#"{"metadata": {"name": "svc-1", "labels": {"kubernetes.io/service-name": "svc"}}, "addressType": "FQDN", "endpoints": [{"addresses": ["backend.localhost"]}], "ports": [{"name": "https", "port": 8443}]}"#,
     );
-    assert!(status.contains(" 200 "), "{status}");
+    assert!(status.contains(" 201 "), "{status}");
+    let url = format!("https://{ip}:{port}/apis/served.example.com/v1");
     assert_eq!(
-        condition(&addr),
-        ("False".into(), "FailedDiscoveryCheck".into())
+        wait_reason("FailedDiscoveryCheck"),
+        (
+            "False".into(),
+            "FailedDiscoveryCheck".into(),
+            format!("failing or missing response from {url}: Get \"{url}\": dial tcp {ip}:{port}: connect: connection refused")
+        )
     );
-    plain_request(
-        &addr,
-        "DELETE",
-        "/_testserver/kube-apiserver/failing-discovery",
-        r#"{"namespace": "ns", "service": "svc"}"#,
+    // The Service where the backend listens: its certificate verifies against caBundle.
+    let (status, _) = plain_request(&addr, "DELETE", "/api/v1/namespaces/ns/services/svc", "");
+    assert!(status.contains(" 200 "), "{status}");
+    service(Some("127.1.0.254"));
+    assert_eq!(
+        wait_reason("Passed"),
+        ("True".into(), "Passed".into(), "all checks passed".into())
     );
-    assert_eq!(condition(&addr), ("True".into(), "Passed".into()));
     let _ = child.kill();
     let _ = child.wait();
 }

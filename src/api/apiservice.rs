@@ -18,6 +18,48 @@ pub const AUTO_MANAGED_ON_START: &str = "onstart";
 pub const AUTO_MANAGED_ALWAYS: &str = "true";
 
 /// An APIService; fields the code does not model are kept verbatim in `extra`.
+///
+/// # Example
+///
+/// Built in code, or read from a manifest ([`parse_api_services`](crate::parse_api_services)):
+///
+/// ```
+/// use autoregister::{APIService, APIServiceSpec, ServiceReference};
+///
+/// let api = APIService::new(
+///     "v1alpha1.example.com",
+///     APIServiceSpec {
+///         service: Some(ServiceReference {
+///             namespace: "example".into(),
+///             name: "api".into(),
+///             port: Some(443),
+///             ..Default::default()
+///         }),
+///         group: "example.com".into(),
+///         version: "v1alpha1".into(),
+///         insecure_skip_tls_verify: true,
+///         group_priority_minimum: 1000,
+///         version_priority: 15,
+///         ..Default::default()
+///     },
+/// );
+/// let parsed = autoregister::parse_api_services(
+///     "apiVersion: apiregistration.k8s.io/v1
+/// kind: APIService
+/// metadata: {name: v1alpha1.example.com}
+/// spec:
+///   service: {namespace: example, name: api, port: 443}
+///   group: example.com
+///   version: v1alpha1
+///   insecureSkipTLSVerify: true
+///   groupPriorityMinimum: 1000
+///   versionPriority: 15
+/// ",
+/// )
+/// .map_err(|e| format!("{e:?}"))?;
+/// assert_eq!(parsed[0].spec, api.spec);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct APIService {

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::extra::deserialize_keeping_extra;
-use super::intern::intern;
+use super::managed_fields::{shared, FieldOwnership};
 use super::{Extra, StringMap};
 
 /// `metav1.ObjectMeta`: the fields the controller reads, plus everything else verbatim.
@@ -41,16 +41,15 @@ pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<StringMap>,
     /// `managedFields`, kept verbatim as compact JSON text: as a `Value` tree it was most of
-    /// a cached object (8.8 KB per APIService instead of ~2 KB), for a field read only to
-    /// name who wrote an object we do not own.
+    /// a cached object (8.8 KB per APIService instead of ~2 KB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_fields: Option<RawJson>,
-    /// The managers a dropped `managedFields` named, most recent write first, one per line
-    /// (a manager name has no control characters; one copy shared by every object naming the
-    /// same managers), see [`strip_managed_fields`](Self::strip_managed_fields). Never sent,
-    /// so a write of a stripped copy leaves the server's `managedFields` as they are.
+    /// Who owns which field, by a dropped `managedFields` (one copy shared by every object
+    /// written the same way), see [`strip_managed_fields`](Self::strip_managed_fields).
+    /// Never sent, so a write of a stripped copy leaves the server's `managedFields` as
+    /// they are.
     #[serde(skip)]
-    pub managers: Option<Arc<str>>,
+    pub field_owners: Option<Arc<FieldOwnership>>,
     /// Every other field (finalizers, ownerReferences, future fields).
     #[serde(flatten)]
     pub extra: Extra,
@@ -124,33 +123,32 @@ impl ObjectMeta {
     /// The managers named in `metadata.managedFields`, most recent write first (the ones
     /// kept by [`strip_managed_fields`](Self::strip_managed_fields) once they are dropped).
     pub fn field_managers(&self) -> Vec<String> {
-        match &self.managed_fields {
-            Some(raw) => managers_of(raw),
-            None => self
-                .managers
-                .iter()
-                .flat_map(|m| m.lines())
-                .map(str::to_string)
-                .collect(),
+        self.field_ownership()
+            .map(|o| o.managers().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    /// Who owns which field: the summary kept by
+    /// [`strip_managed_fields`](Self::strip_managed_fields), else read from
+    /// `managedFields`; `None` when the object has neither.
+    pub fn field_ownership(&self) -> Option<Arc<FieldOwnership>> {
+        match (&self.field_owners, &self.managed_fields) {
+            (Some(o), _) => Some(o.clone()),
+            (None, Some(raw)) => Some(Arc::new(FieldOwnership::parse(&raw.to_value()))),
+            (None, None) => None,
         }
     }
 
-    /// Drops `managedFields`, keeping only the managers they name (for
+    /// Replaces `managedFields` by who owns which field (for
+    /// [`field_ownership`](Self::field_ownership) and
     /// [`field_managers`](Self::field_managers)), as controller-runtime's
-    /// `TransformStripManagedFields` does for its caches: the field sets were most of a
-    /// cached APIService and nothing reads them. A write of the stripped object omits
-    /// `managedFields`, and the API server then keeps its own (apimachinery's
-    /// `decodeLiveOrNew`; only a present `[]` or `[{}]` would reset them).
+    /// `TransformStripManagedFields` trims its caches: the encoded field sets and times were
+    /// most of a cached APIService. A write of the stripped object omits `managedFields`,
+    /// and the API server then keeps its own (apimachinery's `decodeLiveOrNew`; only a
+    /// present `[]` or `[{}]` would reset them).
     pub fn strip_managed_fields(&mut self) {
         if let Some(raw) = self.managed_fields.take() {
-            let managers = managers_of(&raw);
-            // A name the real server would refuse (empty, a line break) is left out: it
-            // could not be told apart from the separator, and it only ever names a writer.
-            let valid = managers
-                .iter()
-                .filter(|m| !m.is_empty() && !m.contains('\n'));
-            let joined = valid.map(String::as_str).collect::<Vec<_>>().join("\n");
-            self.managers = (!joined.is_empty()).then(|| intern(&joined));
+            self.field_owners = Some(shared(FieldOwnership::parse(&raw.to_value())));
         }
     }
 
@@ -170,30 +168,6 @@ impl ObjectMeta {
             .get_or_insert_with(StringMap::new)
             .insert(key.to_string(), value.to_string());
     }
-}
-
-/// The managers of a `managedFields` list, most recent write first, each once.
-fn managers_of(raw: &RawJson) -> Vec<String> {
-    let managed = raw.to_value();
-    let mut entries: Vec<(String, String)> = managed
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| {
-            let manager = e.get("manager")?.as_str()?.to_string();
-            let time = e.get("time").and_then(Value::as_str).unwrap_or("");
-            Some((time.to_string(), manager))
-        })
-        .collect();
-    // RFC 3339 times in UTC sort as strings; the stable sort keeps the server's order on ties.
-    crate::sort::sort_by(&mut entries, |a, b| b.0.cmp(&a.0));
-    let mut out: Vec<String> = Vec::new();
-    for (_, m) in entries {
-        if !out.contains(&m) {
-            out.push(m);
-        }
-    }
-    out
 }
 
 /// `metav1.ListMeta`: the list's resourceVersion and the pagination token.

@@ -108,8 +108,8 @@ environment:
 
 exit codes:
   0  ok: converged (--once), planned (plan), or stopped by SIGTERM/SIGINT (without --once)
-  1  did not converge (--once: by --timeout, or a signal came first), leadership lost,
-     a second signal, or a runtime failure
+  1  did not converge (--once: by --timeout, or a signal came first), a plan stopped by
+     a signal, leadership lost, a second signal, or a runtime failure
   2  bad usage, a bad manifest or a bad kubeconfig (the message names the file)";
 
 /// One line per command, for `autoregister --help`.
@@ -213,6 +213,8 @@ impl OwnershipArgs {
             label_key: self.label_key.clone(),
             adopt: self.adopt,
             allow_empty: self.allow_empty,
+            // `run` and `plan` write as the program the User-Agent names (`Controller::new`).
+            field_manager: autoregister::controller::decision::DEFAULT_FIELD_MANAGER.to_string(),
         }
     }
 

@@ -23,7 +23,8 @@ use crossbeam_channel::{never, select, tick, Receiver};
 use log::{error, info, warn};
 
 use super::args::RunArgs;
-use super::{connect, exit, signals, Failure};
+use super::signals::Stop;
+use super::{connect, exit, Failure};
 
 /// How often PATH is checked for changes.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);
@@ -67,18 +68,26 @@ enum End {
     Blocked,
 }
 
-/// Runs `run`; returns the exit code.
-pub fn run(args: &RunArgs) -> Result<i32, Failure> {
+/// Runs `run`; returns the exit code. `stop` has been handling SIGTERM/SIGINT since before
+/// this began: a signal at any point of the start-up ends it as one during the run would.
+pub fn run(args: &RunArgs, stop: &Stop) -> Result<i32, Failure> {
     // `--timeout` bounds the whole `--once` run: the wait for the lease included.
     let deadline = deadline_after(Instant::now(), args.timeout);
     let o = &args.ownership;
     let mut manifests = Reloader::new(&args.manifests, &o.label_key, o.allow_empty);
     // Read now so a bad manifest exits 2 at once, before any connection.
     let loaded = manifests.load();
+    // A signal during the read stops after it: what was read is never applied.
+    if stop.signalled() {
+        return Ok(stopped_starting(args, stop, loaded.desired.len()));
+    }
     if !loaded.errors.is_empty() {
         return Err(Failure::usage(loaded.errors));
     }
     let client = connect::client(&args.kube)?;
+    if stop.signalled() {
+        return Ok(stopped_starting(args, stop, loaded.desired.len()));
+    }
     // One identity for the Lease and the Events' reportingInstance.
     let identity = default_identity();
     let mut options = ControllerOptions::new(o.label_key.clone());
@@ -94,10 +103,9 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     let leader_metrics = args
         .leader_elect
         .then(|| LeaderMetrics::new(args.lease_name.clone()));
-    // The signal thread stops the controller itself: no write after the signal, even
-    // while this thread is busy elsewhere.
-    let signalled = signals::stop_flag()
-        .map_err(|e| Failure::failed(format!("cannot install signal handlers: {e}")))?;
+    // The handler's own flag closes the write gate: no write after the signal, even before
+    // the signal thread has run.
+    let signalled = stop.flag();
     {
         let signalled = signalled.clone();
         controller.set_write_gate(move || match signalled.load(Ordering::Relaxed) {
@@ -105,11 +113,13 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
             false => Ok(()),
         });
     }
-    let stop = {
+    // The signal thread stops the controller itself (at once if the signal came already):
+    // requests in flight and a running exec plugin end, whatever this thread is busy with.
+    {
         let c = controller.clone();
-        signals::stop_channel(move || c.stop())
+        stop.on_signal(move || c.stop());
     }
-    .map_err(|e| Failure::failed(format!("cannot install signal handlers: {e}")))?;
+    let stop = stop.channel();
     // Serving before leader election and start: a standby replica must answer its probes,
     // and /readyz says 503 while the cache syncs.
     let ops = match &args.health_addr {
@@ -138,7 +148,7 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         let metrics = leader_metrics
             .clone()
             .unwrap_or_else(|| LeaderMetrics::new(""));
-        match become_leader(args, &controller, &identity, metrics, &stop, until)? {
+        match become_leader(args, &controller, &identity, metrics, stop, until)? {
             Ok(handle) => Some(handle),
             Err(End::Signal) => {
                 info!("signal received before becoming leader, stopping");
@@ -183,9 +193,9 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
     );
 
     let end = if args.once {
-        once(args, &controller, &stop, &lost, deadline)
+        once(args, &controller, stop, &lost, deadline)
     } else {
-        keep_running(&controller, &mut manifests, &mut applied, &stop, &lost)
+        keep_running(&controller, &mut manifests, &mut applied, stop, &lost)
     };
     if let Some(ops) = ops {
         ops.shutdown();
@@ -206,6 +216,22 @@ pub fn run(args: &RunArgs) -> Result<i32, Failure> {
         End::Signal if !args.once => exit::OK,
         _ => exit::FAILED,
     })
+}
+
+/// A signal came before the controller existed (while the manifests or the kubeconfig were
+/// read): nothing was sent. The same outcome as a signal later: exit 0, or under `--once`
+/// exit 1 with its summary (a Job must not read it as success).
+fn stopped_starting(args: &RunArgs, stop: &Stop, desired: usize) -> i32 {
+    stop.wait_announced();
+    if args.once {
+        error!(
+            "stopped by a signal before converging (0 of {} converged)",
+            text::count(desired, "APIService")
+        );
+        return exit::FAILED;
+    }
+    info!("stopped");
+    exit::OK
 }
 
 /// `--once`: converge and end, or end naming what failed at `deadline`.

@@ -4,6 +4,7 @@
 
 use std::io::{self, Read};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver};
@@ -14,6 +15,20 @@ const POLL: Duration = Duration::from_millis(5);
 /// After the child exited, how long its pipes may stay open (held by a grandchild it left
 /// running) before the whole process group is killed.
 const PIPE_GRACE: Duration = Duration::from_millis(500);
+
+/// Process ids (each its own process group's) of the children running now: a process that
+/// exits at once (a second SIGTERM) kills them first, or they would outlive it in their own
+/// group. An id leaves the list, under this lock, before its child is reaped, so a kill
+/// never reaches a reused id.
+static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Kills every child [`run`] has running now, with what each started.
+pub(crate) fn kill_running() {
+    let running = lock_running();
+    for pid in running.iter() {
+        kill_group(*pid);
+    }
+}
 
 /// The limits of one run.
 pub(crate) struct Bounds<'a> {
@@ -73,11 +88,17 @@ pub(crate) fn run(cmd: &mut Command, bounds: &Bounds) -> Result<Output, RunError
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(cmd, 0);
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    let mut child = {
+        // Spawned under the lock: a `kill_running` meanwhile finds it listed.
+        let mut running = lock_running();
+        let child = cmd.spawn().map_err(RunError::Spawn)?;
+        running.push(child.id());
+        child
+    };
     let mut pipes = Pipes::start(&mut child, bounds.max_output);
     let mut slow_told = false;
     let status = loop {
-        match child.try_wait() {
+        match try_reap(&mut child) {
             Ok(Some(status)) => break status,
             Ok(None) => {}
             Err(e) => return Err(kill(&mut child, RunError::Io(e))),
@@ -101,7 +122,7 @@ pub(crate) fn run(cmd: &mut Command, bounds: &Bounds) -> Result<Output, RunError
     let (stdout, stderr) = match pipes.finish(PIPE_GRACE) {
         Some(out) => out,
         None => {
-            kill_group(&child);
+            kill_group(child.id());
             return Err(RunError::Io(io::Error::other(
                 "exited, but something it started kept its output open; killed",
             )));
@@ -117,28 +138,43 @@ pub(crate) fn run(cmd: &mut Command, bounds: &Bounds) -> Result<Output, RunError
     })
 }
 
+fn lock_running() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `try_wait`, taking the child off [`RUNNING`] when it has exited (and is reaped).
+fn try_reap(child: &mut Child) -> std::io::Result<Option<ExitStatus>> {
+    let mut running = lock_running();
+    let status = child.try_wait();
+    if !matches!(status, Ok(None)) {
+        running.retain(|p| *p != child.id());
+    }
+    status
+}
+
 /// Kills the child and its process group and reaps it; returns `why` for the caller.
 fn kill(child: &mut Child, why: RunError) -> RunError {
-    kill_group(child);
+    kill_group(child.id());
     let _ = child.kill();
+    lock_running().retain(|p| *p != child.id());
     let _ = child.wait();
     why
 }
 
-/// Kills every process of the child's group (a plugin script's own children). No unsafe
-/// code in this crate, so through kill(1); without it only the child itself is killed.
-fn kill_group(child: &Child) {
+/// Kills every process of the group `pgid` (a plugin script and its own children). No
+/// unsafe code in this crate, so through kill(1); without it only the child itself is killed.
+fn kill_group(pgid: u32) {
     #[cfg(unix)]
     {
         let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", child.id())])
+            .args(["-KILL", "--", &format!("-{pgid}")])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
     }
     #[cfg(not(unix))]
-    let _ = child;
+    let _ = pgid;
 }
 
 /// Threads reading stdout and stderr (both at once, or a chatty child blocks on a full pipe).
@@ -225,6 +261,15 @@ impl Pipes {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::sync::{RwLock, RwLockReadGuard};
+
+    /// `kill_running` kills every child of the process: its test runs alone, the others
+    /// side by side.
+    static KILLS_ALL: RwLock<()> = RwLock::new(());
+
+    fn side_by_side() -> RwLockReadGuard<'static, ()> {
+        KILLS_ALL.read().unwrap_or_else(|e| e.into_inner())
+    }
 
     fn bounds<'a>(until: Instant, max: usize, cancelled: &'a dyn Fn() -> bool) -> Bounds<'a> {
         Bounds {
@@ -248,6 +293,7 @@ mod tests {
 
     #[test]
     fn output_and_status_come_back() {
+        let _g = side_by_side();
         let out = run(
             &mut sh("echo out; echo err >&2; exit 3"),
             &bounds(far(), 100, &|| false),
@@ -260,6 +306,7 @@ mod tests {
 
     #[test]
     fn a_child_past_its_deadline_is_killed() {
+        let _g = side_by_side();
         let t = Instant::now();
         let until = t + Duration::from_millis(100);
         let e = run(&mut sh("sleep 30"), &bounds(until, 100, &|| false)).unwrap_err();
@@ -269,12 +316,38 @@ mod tests {
 
     #[test]
     fn too_much_output_kills_the_child() {
+        let _g = side_by_side();
         let e = run(&mut sh("yes"), &bounds(far(), 1000, &|| false)).unwrap_err();
         assert!(matches!(e, RunError::TooLarge(1000)), "{e}");
     }
 
     #[test]
+    fn kill_running_ends_a_running_child_with_what_it_started() {
+        let _alone = KILLS_ALL.write().unwrap_or_else(|e| e.into_inner());
+        // Not the last command: `sh` forks `sleep`, a grandchild holding the pipes.
+        let runner = std::thread::spawn(|| {
+            run(
+                &mut sh("sleep 30; echo never"),
+                &bounds(far(), 100, &|| false),
+            )
+        });
+        let t = Instant::now();
+        while lock_running().is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(10), "never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill_running();
+        // A grandchild left alive would hold the pipes open: an error after the grace.
+        let out = runner.join().unwrap().unwrap();
+        assert!(!out.status.success(), "{:?}", out.status);
+        assert!(out.stdout.is_empty());
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert!(lock_running().is_empty(), "taken off the list when reaped");
+    }
+
+    #[test]
     fn cancellation_kills_the_child() {
+        let _g = side_by_side();
         let t = Instant::now();
         let e = run(
             &mut sh("sleep 30"),

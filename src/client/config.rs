@@ -8,6 +8,32 @@ pub use super::impersonation::Impersonation;
 use super::server_url::redact_url;
 
 /// Everything needed to build a [`Client`](super::Client).
+///
+/// # Example
+///
+/// kubectl's rules ([`Config::infer`]): `--kubeconfig`, else `KUBECONFIG`, else
+/// `~/.kube/config`, else in-cluster; or an explicit URL ([`Config::new`]):
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("autoregister-doc-config-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// # let kubeconfig = dir.join("config");
+/// # std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://10.0.0.1:6443', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: abc}\ncontexts:\n- name: prod\n  context: {cluster: c, user: u}\ncurrent-context: prod\n")?;
+/// use autoregister::{Config, ConnectOptions};
+///
+/// let options = ConnectOptions {
+///     kubeconfig: Some(kubeconfig), // as --kubeconfig: used alone
+///     context: Some("prod".into()),
+///     ..Default::default()
+/// };
+/// let config = Config::infer(&options)?;
+/// assert_eq!(config.server, "https://10.0.0.1:6443");
+///
+/// let mut local = Config::new("http://127.0.0.1:8080");
+/// local.user_agent = "my-apiserver/1.0".into(); // audit logs and managedFields name it
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Config {
     /// Base URL, e.g. `https://10.0.0.1:6443` or `http://127.0.0.1:8080` (no trailing slash).

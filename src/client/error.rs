@@ -165,6 +165,24 @@ impl Error {
             e.reason() == "Conflict" || (e.code == 409 && e.reason() != "AlreadyExists")
         })
     }
+    /// 409 Conflict of a server-side apply without `force`: a field it sets is owned by
+    /// another manager (causes of type `FieldManagerConflict`, apimachinery's
+    /// `NewApplyConflict`). Waiting does not resolve it, unlike a stale resourceVersion.
+    pub fn is_apply_conflict(&self) -> bool {
+        self.as_api().is_some_and(|e| {
+            e.code == 409
+                && e.status.details.as_ref().is_some_and(|d| {
+                    d.causes
+                        .iter()
+                        .any(|c| c.reason.as_deref() == Some("FieldManagerConflict"))
+                })
+        })
+    }
+    /// 415 UnsupportedMediaType: the server does not take this body's type (e.g. no
+    /// server-side apply).
+    pub fn is_unsupported_media_type(&self) -> bool {
+        self.is("UnsupportedMediaType", 415)
+    }
     /// 410 Gone or reason Expired: the requested resourceVersion is too old; relist.
     pub fn is_gone(&self) -> bool {
         self.as_api()

@@ -36,6 +36,13 @@ const SLOW_AFTER: Duration = Duration::from_secs(2);
 /// How often a thread waiting for another's plugin run checks its own bounds.
 const WAIT_SLICE: Duration = Duration::from_millis(20);
 
+/// Kills every exec credential plugin running now, with what it started: for a process
+/// about to exit at once (a second SIGTERM), whose plugins run in their own process group
+/// and would outlive it. A plugin run that is cancelled instead ends the same way by itself.
+pub fn kill_running_plugins() {
+    child::kill_running();
+}
+
 /// A credential plugin and its cached answer.
 pub(crate) struct ExecPlugin {
     config: ExecConfig,

@@ -16,7 +16,7 @@ mod resolver;
 mod rest;
 mod server_url;
 mod throttle;
-mod tls;
+pub(crate) mod tls;
 mod transport;
 mod typed_api;
 mod watch;
@@ -26,6 +26,7 @@ pub use config::{
     DEFAULT_QPS,
 };
 pub use error::{ApiError, Error, MAX_RETRY_AFTER};
+pub use exec::kill_running_plugins;
 pub use infer::{ConfigError, ConnectOptions, InferEnv, SERVICE_ACCOUNT_DIR};
 pub use metrics::{RestMetrics, ERROR_CODE};
 pub use rest::{Client, WriteGate, MAX_BODY_BYTES};

@@ -20,6 +20,19 @@ pub const MAX_BODY_BYTES: u64 = 64 << 20;
 
 /// A blocking client for one API server; cheap to clone, shares one connection pool.
 ///
+/// # Example
+///
+/// ```
+/// use autoregister::{Client, Config, Controller, ControllerOptions};
+///
+/// let client = Client::new(Config::new("http://127.0.0.1:8080"))?;
+/// assert_eq!(client.config().server, "http://127.0.0.1:8080");
+/// // Nothing is sent until the controller starts.
+/// let controller = Controller::new(client, ControllerOptions::new("example.com/registered-by"));
+/// # drop(controller);
+/// # Ok::<(), autoregister::Error>(())
+/// ```
+///
 /// Throttling answers (`429`, `503` with `Retry-After`) are returned to the caller as
 /// [`Error::Api`] with [`Error::retry_after`] set; the client never sleeps and retries by
 /// itself. The caller (workqueue, reflector) already has backoff and a stop signal, so a
@@ -67,6 +80,10 @@ pub(crate) enum Verb {
     Get,
     Post,
     Put,
+    /// A server-side apply: `PATCH` of an applied configuration.
+    Apply,
+    /// An RFC 6902 JSON patch.
+    JsonPatch,
     Delete,
 }
 
@@ -77,6 +94,7 @@ impl Verb {
             Verb::Get => "GET",
             Verb::Post => "POST",
             Verb::Put => "PUT",
+            Verb::Apply | Verb::JsonPatch => "PATCH",
             Verb::Delete => "DELETE",
         }
     }
@@ -86,7 +104,18 @@ impl Verb {
             Verb::Get => http::Method::GET,
             Verb::Post => http::Method::POST,
             Verb::Put => http::Method::PUT,
+            Verb::Apply | Verb::JsonPatch => http::Method::PATCH,
             Verb::Delete => http::Method::DELETE,
+        }
+    }
+
+    /// The `Content-Type` of this verb's body. An apply's configuration is YAML to the
+    /// server (`application/apply-patch+yaml`); JSON is YAML, so it is sent as JSON.
+    fn content_type(self) -> &'static str {
+        match self {
+            Verb::Apply => "application/apply-patch+yaml",
+            Verb::JsonPatch => "application/json-patch+json",
+            _ => "application/json",
         }
     }
 }
@@ -352,7 +381,7 @@ impl Client {
                 .uri(&url)
                 .header("Accept", "application/json");
             if body.is_some() {
-                builder = builder.header("Content-Type", "application/json");
+                builder = builder.header("Content-Type", verb.content_type());
             }
             // The credential (an exec plugin may run) counts against the request's time.
             let auth_until = crate::runtime::clock::deadline_after(

@@ -29,9 +29,9 @@ pub(crate) fn client_config(
         });
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyServer {
-                algorithms: provider.signature_verification_algorithms,
-            }))
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServer::new(
+                provider.signature_verification_algorithms,
+            )))
     } else {
         let mut roots = RootCertStore::empty();
         if let Some(pem) = &tls.ca_pem {
@@ -217,8 +217,15 @@ pub(crate) fn server_name(tls: &TlsConfig, url_host: &str) -> Result<ServerName<
 /// `insecure-skip-tls-verify`: any certificate is accepted, but handshake signatures are still
 /// checked so the session keys belong to whoever sent the certificate.
 #[derive(Debug)]
-struct AcceptAnyServer {
+pub(crate) struct AcceptAnyServer {
     algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl AcceptAnyServer {
+    /// Accepts any certificate; handshake signatures checked with `algorithms`.
+    pub(crate) fn new(algorithms: WebPkiSupportedAlgorithms) -> Self {
+        AcceptAnyServer { algorithms }
+    }
 }
 
 impl ServerCertVerifier for AcceptAnyServer {

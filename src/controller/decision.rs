@@ -19,15 +19,24 @@
 //! kube-apiserver's unless that is our key. Beyond upstream, two guards: a desired
 //! name held by someone else (3B/3C) is *blocked* (not converged) unless `adopt`
 //! takes it over, and an empty desired set deletes nothing unless `allow_empty`.
+//!
+//! "Update" is a server-side apply of the fields the manifest declares (see
+//! [`fields`](super::fields)), decided when a declared field differs from the object or a
+//! field we own is no longer declared; upstream replaces the whole `.spec`, as the only
+//! writer inside kube-apiserver, where a real cluster has injectors and webhooks too.
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use super::fields::{Applied, Takeover};
 use crate::api::{
-    APIService, Resource, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL, AUTO_MANAGED_ON_START,
-    DEFAULT_LABEL_KEY,
+    APIService, FieldPath, Resource, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL,
+    AUTO_MANAGED_ON_START, DEFAULT_LABEL_KEY,
 };
+
+/// The `fieldManager` of our writes when nothing names another: the program's name.
+pub const DEFAULT_FIELD_MANAGER: &str = "autoregister";
 
 /// How a desired APIService is kept: once at start, or continuously.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,6 +84,8 @@ pub struct Ownership {
     pub adopt: bool,
     /// Let an empty desired set deregister what we manage (decommissioning).
     pub allow_empty: bool,
+    /// The `fieldManager` of our writes: whose `managedFields` entries are ours.
+    pub field_manager: String,
 }
 
 impl Default for Ownership {
@@ -129,6 +140,7 @@ impl Ownership {
             label_key: label_key.into(),
             adopt: false,
             allow_empty: false,
+            field_manager: DEFAULT_FIELD_MANAGER.to_string(),
         }
     }
 
@@ -294,12 +306,12 @@ pub const WITHDRAWN_HELD: &str = "withdrawn: backend not ready";
 pub enum Action {
     /// Nothing to write.
     None,
-    /// Create this object (the desired one, labelled).
+    /// Create this object: the applied configuration (the declared fields, labelled).
     Create(APIService),
-    /// Replace the object with this one: the cached object with the desired `.spec`.
-    Update(APIService),
-    /// Take over an object nobody claims: the cached object with the desired `.spec` and our label.
-    Adopt(APIService),
+    /// Apply the declared fields to our object.
+    Update(Apply),
+    /// Take over an object nobody claims: apply the declared fields, our label among them.
+    Adopt(Apply),
     /// Delete the object, only if it still has this UID.
     Delete {
         /// Name of the object.
@@ -326,6 +338,21 @@ impl Action {
             Action::Error(_) => "error",
         }
     }
+}
+
+/// A server-side apply of our declared fields to an existing object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Apply {
+    /// The applied configuration: the declared fields, and the object's UID, so that the
+    /// apply reaches that object or none (kube-apiserver refuses another UID, and an
+    /// absent object with one: an apply never creates what a create would not).
+    pub config: APIService,
+    /// Ownership to move into our apply entry first (see [`Takeover`]).
+    pub takeover: Takeover,
+    /// The declared fields whose value the object does not have.
+    pub differs: Vec<FieldPath>,
+    /// The fields we own and no longer declare, which the apply releases.
+    pub released: Vec<FieldPath>,
 }
 
 /// A cell of the decision table, e.g. `5B`: row from the cache, column from the desired set.
@@ -445,6 +472,12 @@ pub const ONSTART_OBJECT_SYNCED: &str = "onstart object already synced";
 /// matches: nothing to write, but the object is not managed (a manifest change will not
 /// reach it), which `autoregister_unowned_desired_apiservices` counts.
 pub const NOT_OURS_SPEC_MATCHES: &str = "not ours, spec already as desired";
+/// The rule of an object of ours whose declared fields all hold (nothing to apply).
+pub const DECLARED_UP_TO_DATE: &str = "declared fields up to date";
+/// The rule of an apply: a declared field differs from the object.
+pub const DECLARED_DIFFERS: &str = "declared field differs";
+/// The rule of an apply that only releases fields we no longer declare.
+pub const NO_LONGER_DECLARED: &str = "field no longer declared";
 
 /// The `switch` of `checkAPIService`, case by case in upstream's order.
 fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
@@ -465,7 +498,7 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
                 Some(_) if facts.withdrawal == Withdrawal::Held => (Action::None, WITHDRAWN_HELD),
                 // 2B, 2C
                 Some(d) => (
-                    Action::Create(ownership.labelled(&d.object, d.mode)),
+                    Action::Create(Applied::of(ownership, d).config),
                     "desired, absent",
                 ),
             };
@@ -526,14 +559,32 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
             );
         }
     }
-    if curr.spec == desired.object.spec {
-        return (Action::None, "spec up to date");
+    // 5B, 5C, 6B, 6C: apply what the manifest declares, when the object lacks it or we
+    // own a field it no longer declares.
+    let applied = Applied::of(ownership, desired);
+    let cmp = applied.compare(curr, &ownership.field_manager);
+    if !cmp.needs_apply() {
+        return (Action::None, DECLARED_UP_TO_DATE);
     }
-    // 5B, 5C, 6B, 6C: keep everything of the cached object but its spec.
-    let mut updated = curr.clone();
-    updated.spec = desired.object.spec.clone();
-    fill_type_meta(&mut updated);
-    (Action::Update(updated), "spec differs")
+    let reason = if cmp.differs.is_empty() {
+        NO_LONGER_DECLARED
+    } else {
+        DECLARED_DIFFERS
+    };
+    let takeover = if cmp.migrate {
+        Takeover::OwnUpdates
+    } else {
+        Takeover::None
+    };
+    let mut config = applied.config;
+    config.metadata.uid = curr.metadata.uid.clone();
+    let apply = Apply {
+        config,
+        takeover,
+        differs: cmp.differs,
+        released: cmp.released,
+    };
+    (Action::Update(apply), reason)
 }
 
 /// 3A, 3B, 3C: an object that is not ours.
@@ -546,13 +597,22 @@ fn not_ours(
         return (Action::None, "not ours");
     };
     let owner = ownership.owner(curr);
+    let applied = Applied::of(ownership, desired);
     if ownership.adopt && owner.adoptable() {
-        // In place: same UID, everything kept but the spec, our label added.
-        let mut adopted = ownership.labelled(curr, desired.mode);
-        adopted.spec = desired.object.spec.clone();
-        return (Action::Adopt(adopted), "not ours, adopting");
+        // In place (same UID): the declared fields become ours alone, the rest stays its
+        // owners'.
+        let cmp = applied.compare(curr, &ownership.field_manager);
+        let mut config = applied.config;
+        config.metadata.uid = curr.metadata.uid.clone();
+        let apply = Apply {
+            config,
+            takeover: Takeover::Adoption,
+            differs: cmp.differs,
+            released: cmp.released,
+        };
+        return (Action::Adopt(apply), "not ours, adopting");
     }
-    if curr.spec == desired.object.spec {
+    if applied.spec_matches(curr) {
         return (Action::None, NOT_OURS_SPEC_MATCHES);
     }
     let managers = curr.metadata.field_managers();
@@ -757,7 +817,7 @@ mod tests {
     }
 
     #[test]
-    fn update_replaces_only_the_spec() {
+    fn an_update_applies_exactly_the_declared_fields_to_that_object() {
         let mut curr = cached(Some("true"), "stale");
         curr.metadata.set_label("team", "x");
         curr.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
@@ -768,15 +828,39 @@ mod tests {
         curr.extra.insert("futureField".into(), json!({"x": 1}));
         curr.spec.extra.insert("futureSpec".into(), json!(true));
         let d = desired(SyncMode::Always);
-        let Action::Update(obj) = decide4(Some(&d), Current::Present(&curr), false, true).action
-        else {
+        let got = decide4(Some(&d), Current::Present(&curr), false, true);
+        assert_eq!(got.reason, DECLARED_DIFFERS);
+        let Action::Update(a) = got.action else {
             panic!("expected an update");
         };
-        assert_eq!(obj.spec, d.object.spec, "spec is the desired one, whole");
-        let mut rest = obj.clone();
-        rest.spec = curr.spec.clone();
-        assert_eq!(rest, curr, "everything but the spec is the cached object's");
-        assert_eq!(obj.metadata.resource_version.as_deref(), Some("42"));
+        // What the manifest declares and our label, nothing the object has besides: the
+        // server keeps the rest as its writers left it.
+        let mut want = Ownership::default().labelled(&d.object, d.mode);
+        want.metadata.uid = Some("uid-1".into());
+        assert_eq!(a.config, want);
+        assert_eq!(
+            a.differs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["spec.group"]
+        );
+        assert!(a.released.is_empty());
+        assert_eq!(a.takeover, Takeover::None);
+    }
+
+    #[test]
+    fn the_declared_mode_is_applied_to_our_label() {
+        for (cell, label) in [("5C", "true"), ("6B", "onstart")] {
+            let (d, curr, at_start) = facts_for(cell);
+            let mut curr = curr.unwrap();
+            curr.spec = d.as_ref().unwrap().object.spec.clone();
+            let got = decide4(d.as_ref(), Current::Present(&curr), false, at_start);
+            let Action::Update(a) = got.action else {
+                panic!("{cell}: expected an update: {got:?}");
+            };
+            assert_eq!(a.config.ownership(KEY), Some(label), "{cell}");
+        }
     }
 
     #[test]
@@ -798,36 +882,56 @@ mod tests {
             (&*obj.api_version, &*obj.kind),
             ("apiregistration.k8s.io/v1", "APIService")
         );
-        let Action::Update(obj) = decide4(Some(&d), Current::Present(&bare), false, true).action
+        let Action::Update(a) = decide4(Some(&d), Current::Present(&bare), false, true).action
         else {
             panic!("expected an update");
         };
         assert_eq!(
-            (&*obj.api_version, &*obj.kind),
+            (&*a.config.api_version, &*a.config.kind),
             ("apiregistration.k8s.io/v1", "APIService")
         );
     }
 
     #[test]
-    fn no_update_when_specs_are_equal() {
-        for cell in ["5B", "5C", "6B", "6C"] {
+    fn no_update_when_the_declared_fields_hold() {
+        for cell in ["5B", "6C"] {
             let (d, curr, at_start) = facts_for(cell);
             let mut curr = curr.unwrap();
             curr.spec = d.as_ref().unwrap().object.spec.clone();
             let got = decide4(d.as_ref(), Current::Present(&curr), false, at_start);
             assert_eq!(got.cell.to_string(), cell);
             assert_eq!(got.action, Action::None, "{cell}");
-            assert_eq!(got.reason, "spec up to date");
+            assert_eq!(got.reason, DECLARED_UP_TO_DATE);
         }
     }
 
     #[test]
-    fn spec_comparison_sees_unknown_spec_fields() {
+    fn fields_the_manifest_does_not_declare_are_left_alone() {
         let d = desired(SyncMode::Always);
         let mut curr = cached(Some("true"), "foo");
+        // A newer server's field, an injected CA bundle, someone's label.
         curr.spec.extra.insert("newField".into(), json!(1));
+        curr.spec.ca_bundle = Some(b"injected".to_vec().into_boxed_slice());
+        curr.metadata.set_label("team", "x");
         let got = decide4(Some(&d), Current::Present(&curr), false, true);
-        assert_eq!(got.action.verb(), "update");
+        assert_eq!(got.action, Action::None);
+    }
+
+    #[test]
+    fn a_field_we_own_and_no_longer_declare_is_applied_away() {
+        let d = desired(SyncMode::Always);
+        let mut curr = cached(Some("true"), "foo");
+        curr.metadata.set_label("team", "x");
+        curr.metadata.managed_fields = Some(crate::api::RawJson::from_value(&json!([
+            {"manager": DEFAULT_FIELD_MANAGER, "operation": "Apply", "apiVersion": "apiregistration.k8s.io/v1",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:team": {}}}}}
+        ])));
+        let got = decide4(Some(&d), Current::Present(&curr), false, true);
+        assert_eq!(got.reason, NO_LONGER_DECLARED);
+        let Action::Update(a) = got.action else {
+            panic!("expected an update: {got:?}");
+        };
+        assert_eq!(a.released[0].to_string(), "metadata.labels[\"team\"]");
     }
 
     #[test]
@@ -1035,18 +1139,20 @@ mod tests {
             curr.metadata.set_label("team", "x");
             curr.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
             let got = decide(&own, &facts(Some(&d), &curr, false, false));
-            let Action::Adopt(obj) = got.action else {
+            let Action::Adopt(a) = got.action else {
                 panic!("{mode}: expected adopt: {got:?}");
             };
             assert_eq!(got.cell.row(), 3);
+            // The declared fields only: the object's other labels and annotations stay
+            // its other writers'.
+            let obj = &a.config;
             assert_eq!(obj.spec, d.object.spec);
             assert_eq!(obj.ownership(KEY), Some(mode.label_value()));
+            assert_eq!(obj.metadata.label("team"), None);
+            assert_eq!(obj.metadata.annotations, None);
             assert_eq!(obj.metadata.uid.as_deref(), Some("uid-1"), "same object");
-            assert_eq!(obj.metadata.resource_version.as_deref(), Some("42"));
-            let mut rest = obj.clone();
-            rest.spec = curr.spec.clone();
-            rest.metadata.remove_label(KEY);
-            assert_eq!(rest, curr, "everything else kept");
+            assert_eq!(obj.metadata.resource_version, None);
+            assert_eq!(a.takeover, Takeover::Adoption);
         }
         // Once an onstart entry synced, nothing more: not even adoption.
         let d = desired(SyncMode::OnStart);
@@ -1095,7 +1201,9 @@ mod tests {
     }
 
     /// Our rewrite of the 14 cases of upstream's `TestSync`, on the pure function.
-    /// Upstream's objects have empty specs; "modified" ones have group `something`.
+    /// Upstream's objects have empty specs; "modified" ones have group `something`. Here
+    /// the base group is `g`: an empty group is a field the manifest does not declare, and
+    /// an undeclared field another writer sets is left alone, not stomped.
     #[test]
     fn upstream_test_sync_cases() {
         fn obj(label: Option<&str>, group: &str) -> APIService {
@@ -1107,11 +1215,15 @@ mod tests {
             }
             o
         }
-        let plain = || APIService::new("foo", APIServiceSpec::default());
-        let managed = obj(Some("true"), "");
-        let managed_on_start = obj(Some("onstart"), "");
+        let plain = || {
+            let mut o = APIService::new("foo", APIServiceSpec::default());
+            o.spec.group = "g".into();
+            o
+        };
+        let managed = obj(Some("true"), "g");
+        let managed_on_start = obj(Some("onstart"), "g");
         let managed_modified = obj(Some("true"), "something");
-        let unmanaged = obj(None, "");
+        let unmanaged = obj(None, "g");
         let always = Desired::new(&plain(), SyncMode::Always);
         let on_start = Desired::new(&plain(), SyncMode::OnStart);
 
@@ -1163,12 +1275,19 @@ mod tests {
                     assert_eq!(o.metadata.name.as_deref(), Some("foo"), "{name}");
                     assert_eq!(o.ownership(KEY), Some(label), "{name}");
                 }
-                // Upstream checks the label stays "true" (copied from the cached
-                // object, even for an onstart entry) and the group is stomped back.
-                (Want::Update, Action::Update(o)) => {
+                // The group is stomped back. Upstream's label stays "true" (its update
+                // copies the cached object's); ours is declared, so an onstart entry
+                // applies "onstart".
+                (Want::Update, Action::Update(a)) => {
+                    let o = &a.config;
                     assert_eq!(o.metadata.name.as_deref(), Some("foo"), "{name}");
-                    assert_eq!(o.ownership(KEY), Some("true"), "{name}");
-                    assert_eq!(&*o.spec.group, "", "{name}");
+                    let label = d.map(|d| d.mode.label_value());
+                    assert_eq!(o.ownership(KEY), label, "{name}");
+                    assert_eq!(&*o.spec.group, "g", "{name}");
+                    assert!(
+                        a.differs.iter().any(|p| p.to_string() == "spec.group"),
+                        "{name}"
+                    );
                 }
                 (Want::Delete, Action::Delete { name: n, uid }) => {
                     assert_eq!((n.as_str(), uid.as_str()), ("foo", "uid-foo"), "{name}");

@@ -5,13 +5,19 @@
 //! update it again) or a managed object we removed came back (we delete it again).
 //! One such write is normal (someone ran `kubectl edit`); many in a short window
 //! are two controllers fighting — typically two instances with the same label key
-//! and different manifests. We cannot stop that, but we say so, naming the writer.
+//! and different manifests, or an injector writing a field the manifest declares too.
+//! We cannot stop that, but we say so, naming the writer, and pace our side: each
+//! further put-back of a field within a fight waits as the workqueue's per-key backoff
+//! would (5 ms doubling up to 1000 s), so a fight costs a few writes, not the ~65 a
+//! second of an unpaced one. Only put-backs wait: a manifest change is written at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+
+use crate::runtime::workqueue::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY};
 
 /// Contested writes to one name within [`FIGHT_WINDOW`] that make a fight.
 pub const FIGHT_THRESHOLD: usize = 5;
@@ -31,6 +37,22 @@ struct Recent {
     times: VecDeque<Instant>,
     /// When we last reported this name, so one fight is one warning per window.
     reported: Option<Instant>,
+    /// Contested writes in a row, none further apart than its pace and a window: what
+    /// the next one's pace doubles from.
+    streak: u32,
+    /// The pace given after the last contested write.
+    pace: Duration,
+    /// No put-back before this (the last contested write plus its pace).
+    not_before: Option<Instant>,
+}
+
+/// What a contested write means for the name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Contested {
+    /// How long the name waits before it is written again.
+    pub pace: Duration,
+    /// Set when this write completes a fight not yet reported within the window.
+    pub fight: Option<Fight>,
 }
 
 /// A fight worth a warning: who undoes our writes, and how often.
@@ -41,18 +63,27 @@ pub struct Fight {
 }
 
 impl FightDetector {
-    /// Records a contested write to `name` at `now`; `Some` when it completes a fight
-    /// not yet reported within the window.
-    pub fn contested_write(&self, name: &str, now: Instant) -> Option<Fight> {
+    /// Records a contested write to `name` at `now`: how long the name waits before its
+    /// next write, and the fight when this write completes one not yet reported within
+    /// the window.
+    pub fn contested_write(&self, name: &str, now: Instant) -> Contested {
         self.contested.fetch_add(1, Ordering::Relaxed);
         let mut recent = self.recent.lock();
-        // Forget names that have been quiet for a window, so the map stays small.
+        // Forget names that have been quiet for their pace and a window, so the map
+        // stays small and a fight long over starts from the base delay again.
         recent.retain(|_, r| {
-            r.times
-                .back()
-                .is_some_and(|t| now.saturating_duration_since(*t) < FIGHT_WINDOW)
+            r.times.back().is_some_and(|t| {
+                now.saturating_duration_since(*t) < r.pace.saturating_add(FIGHT_WINDOW)
+            })
         });
         let r = recent.entry(name.to_string()).or_default();
+        r.streak = r.streak.saturating_add(1);
+        let doublings = r.streak.saturating_sub(1).min(31);
+        r.pace = DEFAULT_BASE_DELAY
+            .saturating_mul(1u32 << doublings)
+            .min(DEFAULT_MAX_DELAY);
+        let pace = r.pace;
+        r.not_before = Some(now + pace);
         r.times.push_back(now);
         while r
             .times
@@ -64,14 +95,22 @@ impl FightDetector {
         let due = r
             .reported
             .is_none_or(|at| now.saturating_duration_since(at) >= FIGHT_WINDOW);
-        if r.times.len() >= FIGHT_THRESHOLD && due {
+        let fight = (r.times.len() >= FIGHT_THRESHOLD && due).then(|| {
             r.reported = Some(now);
             self.fights.fetch_add(1, Ordering::Relaxed);
-            return Some(Fight {
+            Fight {
                 writes: r.times.len(),
-            });
-        }
-        None
+            }
+        });
+        Contested { pace, fight }
+    }
+
+    /// How long a put-back of `name` must still wait at `now` (its pace since the last
+    /// contested write), if it must.
+    pub fn wait_before_put_back(&self, name: &str, now: Instant) -> Option<Duration> {
+        let recent = self.recent.lock();
+        let until = recent.get(name)?.not_before?;
+        (until > now).then(|| until - now)
     }
 
     /// Writes that redid work another writer undid, since start.
@@ -95,18 +134,21 @@ mod tests {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         for i in 0..4 {
-            assert_eq!(d.contested_write("a", at(i * 10)), None, "write {i}");
+            assert_eq!(d.contested_write("a", at(i * 10)).fight, None, "write {i}");
         }
-        assert_eq!(d.contested_write("a", at(40)), Some(Fight { writes: 5 }));
         assert_eq!(
-            d.contested_write("a", at(50)),
+            d.contested_write("a", at(40)).fight,
+            Some(Fight { writes: 5 })
+        );
+        assert_eq!(
+            d.contested_write("a", at(50)).fight,
             None,
             "reported once per window"
         );
         assert_eq!(d.contested_writes(), 6);
         assert_eq!(d.fights(), 1);
         // Another name counts on its own.
-        assert_eq!(d.contested_write("b", at(50)), None);
+        assert_eq!(d.contested_write("b", at(50)).fight, None);
     }
 
     #[test]
@@ -115,7 +157,8 @@ mod tests {
         let t0 = Instant::now();
         for i in 0..20u64 {
             assert_eq!(
-                d.contested_write("a", t0 + Duration::from_secs(i * 100)),
+                d.contested_write("a", t0 + Duration::from_secs(i * 100))
+                    .fight,
                 None
             );
         }
@@ -129,6 +172,7 @@ mod tests {
         let mut reports = 0;
         for i in 0..120u64 {
             if d.contested_write("a", t0 + Duration::from_secs(i * 5))
+                .fight
                 .is_some()
             {
                 reports += 1;
@@ -136,5 +180,37 @@ mod tests {
         }
         // 600 s of writes every 5 s: reported at the 5th write, then once per 300 s.
         assert_eq!(reports, 2);
+    }
+
+    #[test]
+    fn each_further_contested_write_waits_twice_as_long_as_the_workqueue_backoff() {
+        let d = FightDetector::default();
+        let t0 = Instant::now();
+        let mut at = t0;
+        let mut paces = Vec::new();
+        for _ in 0..6 {
+            let c = d.contested_write("a", at);
+            paces.push(c.pace.as_millis());
+            at += c.pace;
+        }
+        assert_eq!(paces, [5, 10, 20, 40, 80, 160]);
+        // Until the pace has passed, a put-back waits.
+        let c = d.contested_write("b", t0);
+        assert_eq!(d.wait_before_put_back("b", t0), Some(c.pace));
+        assert_eq!(d.wait_before_put_back("b", t0 + c.pace), None);
+        assert_eq!(d.wait_before_put_back("never", t0), None);
+        // Capped as the per-key backoff is.
+        for _ in 0..40 {
+            let c = d.contested_write("a", at);
+            at += c.pace;
+        }
+        assert_eq!(d.contested_write("a", at).pace, DEFAULT_MAX_DELAY);
+        // A fight over for its pace and a window starts again from the base delay.
+        let later = at + DEFAULT_MAX_DELAY + FIGHT_WINDOW;
+        assert_eq!(
+            d.contested_write("a", later).pace,
+            DEFAULT_BASE_DELAY,
+            "a new fight"
+        );
     }
 }

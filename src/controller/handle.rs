@@ -98,6 +98,10 @@ impl ControllerOptions {
             label_key: self.label_key.clone(),
             adopt: self.adopt,
             allow_empty: self.allow_empty,
+            field_manager: self
+                .field_manager
+                .clone()
+                .unwrap_or_else(|| super::decision::DEFAULT_FIELD_MANAGER.to_string()),
         }
     }
 }
@@ -121,6 +125,55 @@ pub struct Pending {
 ///
 /// Threads started by [`start`](Self::start) run until [`shutdown`](Self::shutdown):
 /// dropping the handles does not stop them.
+///
+/// # Example
+///
+/// Register an APIService, wait until it is in place, deregister it from another thread,
+/// and stop:
+///
+/// ```
+/// # #[cfg(feature = "testing")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # // A test API server stands in for the cluster; KUBECONFIG points at it.
+/// # let server = autoregister::testserver::TestServer::start();
+/// # let kubeconfig = std::env::temp_dir().join(format!("autoregister-doc-{}", std::process::id()));
+/// # server.write_kubeconfig(&kubeconfig)?;
+/// # std::env::set_var("KUBECONFIG", &kubeconfig);
+/// use std::time::Duration;
+/// use autoregister::{
+///     APIService, APIServiceSpec, Client, Config, ConnectOptions, Controller, ControllerOptions,
+/// };
+///
+/// let client = Client::new(Config::infer(&ConnectOptions::default())?)?;
+/// let mut options = ControllerOptions::new("example.com/registered-by");
+/// options.allow_empty = true; // removing the last name deletes it
+/// let controller = Controller::new(client, options);
+/// let spec = APIServiceSpec {
+///     group: "example.com".into(),
+///     version: "v1".into(),
+///     group_priority_minimum: 1000,
+///     version_priority: 15,
+///     ..Default::default()
+/// };
+/// controller.add_api_service_to_sync(APIService::new("v1.example.com", spec));
+/// controller.start();
+/// controller.wait_converged(Duration::from_secs(10)).map_err(|p| format!("{p:?}"))?;
+/// # assert!(server.get_object("apiservices", None, "v1.example.com").is_some());
+///
+/// // A clone is the same controller: any thread may add or remove names.
+/// let handle = controller.clone();
+/// std::thread::spawn(move || handle.remove_api_service_to_sync("v1.example.com"))
+///     .join()
+///     .expect("the thread ran");
+/// controller.wait_converged(Duration::from_secs(10)).map_err(|p| format!("{p:?}"))?;
+/// # assert!(server.get_object("apiservices", None, "v1.example.com").is_none());
+/// controller.shutdown();
+/// # std::fs::remove_file(&kubeconfig)?;
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "testing"))]
+/// # fn main() {}
+/// ```
 #[derive(Clone)]
 pub struct Controller {
     inner: Arc<Inner>,
@@ -232,7 +285,7 @@ impl EventHandler<APIService> for Enqueue {
 impl Controller {
     /// A controller for the cluster behind `client`; nothing runs until [`start`](Self::start).
     pub fn new(client: Client, options: ControllerOptions) -> Self {
-        let ownership = options.ownership();
+        let mut ownership = options.ownership();
         if ownership.is_upstream_key() {
             warn!(
                 "--label-key {} is kube-apiserver's own label: on a real cluster its built-in \
@@ -246,6 +299,7 @@ impl Controller {
             Some(m) => m.clone(),
             None => client.config().program_name().to_string(),
         };
+        ownership.field_manager = field_manager.clone();
         let cancel = Canceller::new();
         let write_gate: Arc<parking_lot::RwLock<Option<WriteGate>>> = Arc::default();
         // The client asks the gate again right before sending: a worker may have waited for
@@ -796,7 +850,13 @@ impl Inner {
                 ca: &self.ca,
             };
             match sync::sync(&cx, &name) {
-                Ok(()) => self.queue.forget(&name),
+                Ok(wait) => {
+                    self.queue.forget(&name);
+                    // A put-back held back by its pace in a fight: decided again then.
+                    if let Some(wait) = wait {
+                        self.queue.add_after(name.clone(), wait);
+                    }
+                }
                 // Stopping: nothing to retry (the queue takes no more adds anyway).
                 Err(e) if e.is_cancelled() => {}
                 // Not this name's fault: every name waits for the server, this one with them.

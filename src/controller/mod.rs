@@ -1,9 +1,11 @@
 //! The autoregister controller: desired set, decision table, workers, manifests.
 
+mod apply;
 pub mod availability;
 pub mod ca;
 pub mod decision;
 pub mod events;
+pub mod fields;
 mod fights;
 mod handle;
 pub mod manifests;
@@ -13,9 +15,11 @@ mod state;
 mod sync;
 
 pub use decision::{
-    decide, Action, Cell, Current, Decision, Desired, Facts, Owner, Ownership, SyncMode, Withdrawal,
+    decide, Action, Apply, Cell, Current, Decision, Desired, Facts, Owner, Ownership, SyncMode,
+    Withdrawal,
 };
 pub use events::{EventReason, EventRecorder};
+pub use fields::{Applied, Comparison, Takeover};
 pub use fights::{FightDetector, FIGHT_THRESHOLD, FIGHT_WINDOW};
 pub use handle::{Controller, ControllerOptions, Pending, NOT_SYNCED_YET, QUEUE_NAME};
 pub use manifests::{load, ManifestError, ManifestSet, Reload, Reloader};

@@ -36,6 +36,19 @@ pub(crate) struct Rejection {
     pub(crate) at: std::time::Instant,
 }
 
+/// Our last successful apply to a name.
+#[derive(Clone, Debug)]
+pub(crate) struct LastApply {
+    /// What was applied (see `sync::config_fingerprint`).
+    pub(crate) fingerprint: u64,
+    /// The resourceVersions before our apply: the one it was decided on, and the one our
+    /// takeover of managedFields wrote just before it. While the cache shows one of them,
+    /// our apply has not reached the cache.
+    pub(crate) based_on: Vec<Option<Box<str>>>,
+    /// When it was answered.
+    pub(crate) at: std::time::Instant,
+}
+
 /// The controller's bookkeeping, shared by registration calls and workers.
 #[derive(Default)]
 pub(crate) struct State {
@@ -62,6 +75,9 @@ pub(crate) struct State {
     blocked: Mutex<HashMap<String, String>>,
     /// The last write the server refused as invalid, per name; cleared on success.
     rejected: Mutex<HashMap<String, Rejection>>,
+    /// Our last successful apply per name: to tell our own apply not yet seen from
+    /// someone undoing it.
+    applies: Mutex<HashMap<Arc<str>, LastApply>>,
     /// Notified after every sync outcome so waiters re-check convergence.
     progress: Condvar,
     progress_lock: Mutex<()>,
@@ -80,6 +96,7 @@ impl State {
         let previous = self.desired.write().remove(name);
         if previous.is_some() {
             self.removed.lock().insert(name.into());
+            self.applies.lock().remove(name);
         }
         previous
     }
@@ -93,6 +110,22 @@ impl State {
             return;
         }
         if self.removed.lock().remove(name) {
+            let _guard = self.progress_lock.lock();
+            self.progress.notify_all();
+        }
+    }
+
+    /// Notes that a create of `name` is about to be sent: from now until its answer the name
+    /// counts as created and not yet seen, so a removal meanwhile waits for it (the object
+    /// exists on the server before this process hears so). The answer brings
+    /// [`note_created`](Self::note_created), or a failure [`forget_create`](Self::forget_create).
+    pub(crate) fn note_creating(&self, name: &str) {
+        self.unseen_creates.lock().insert(name.into(), None);
+    }
+
+    /// A create of `name` failed: as far as this process knows, nothing was created.
+    pub(crate) fn forget_create(&self, name: &str) {
+        if self.unseen_creates.lock().remove(name).is_some() {
             let _guard = self.progress_lock.lock();
             self.progress.notify_all();
         }
@@ -329,6 +362,16 @@ impl State {
     /// The last write the server refused for `name`, if it has not succeeded since.
     pub(crate) fn rejection(&self, name: &str) -> Option<Rejection> {
         self.rejected.lock().get(name).cloned()
+    }
+
+    /// Our last successful apply to `name`.
+    pub(crate) fn last_apply(&self, name: &str) -> Option<LastApply> {
+        self.applies.lock().get(name).cloned()
+    }
+
+    /// Remembers a successful apply to `name`.
+    pub(crate) fn note_applied(&self, name: &str, a: LastApply) {
+        self.applies.lock().insert(name.into(), a);
     }
 
     /// Remembers that the server refused a write for `name`; returns the previous refusal.

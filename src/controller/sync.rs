@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
+use super::apply::{self, NotNow};
 use super::availability::Availability;
 use super::ca::{CaSources, Unresolved};
 use super::decision::{
@@ -12,6 +13,7 @@ use super::decision::{
     ONSTART_CREATED_AFTER_START, ONSTART_ENTRY_SYNCED, ONSTART_OBJECT_SYNCED, WITHDRAW_UNAVAILABLE,
 };
 use super::events::EventReason;
+use super::fields::Applied;
 use super::fights::{FightDetector, FIGHT_WINDOW};
 use super::metrics::SyncResult;
 use super::report::Reporters;
@@ -49,10 +51,14 @@ pub(crate) struct SyncContext<'a> {
 /// itself covers an answer no change follows.
 pub(crate) const STALE_CACHE_RETRY: Duration = Duration::from_secs(1);
 
-/// How long a write the server refused as invalid (422) waits before it is sent again
-/// unchanged: the workqueue's maximum per-key backoff. A change of the manifest or of the
-/// object retries it at once.
+/// How long a write the server refused (422 Invalid, 415, an apply's field conflict) waits
+/// before it is sent again unchanged: the workqueue's maximum per-key backoff. A change of
+/// the manifest or of the object retries it at once.
 pub(crate) const REJECTED_RETRY: Duration = crate::runtime::workqueue::DEFAULT_MAX_DELAY;
+
+/// A successful sync: `Some(wait)` when a put-back was held back by its pace in a fight
+/// (see [`FightDetector`]): the name is to be decided again after `wait`.
+pub(crate) type Pace = Option<Duration>;
 
 /// Why one sync of one name failed.
 #[derive(Debug, Clone)]
@@ -109,7 +115,9 @@ impl SyncError {
     fn is_benign(&self) -> bool {
         match self {
             SyncError::Decision(_) | SyncError::Rejected { .. } => false,
-            SyncError::Write(e) => e.is_not_found() || e.is_conflict() || e.is_already_exists(),
+            SyncError::Write(e) => {
+                !refused(e) && (e.is_not_found() || e.is_conflict() || e.is_already_exists())
+            }
         }
     }
 }
@@ -159,10 +167,10 @@ pub(crate) fn plan(
 /// brings the change behind the answer, and retried no sooner than [`STALE_CACHE_RETRY`].
 /// `cx.may_write` is asked right before a write is sent; when it refuses, nothing is sent
 /// and the sync ends as a cancelled write.
-pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
+pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> {
     let desired = match with_ca_bundle(cx, name) {
         Ok(d) => d,
-        Err(held) => return held,
+        Err(held) => return held.map(|()| None),
     };
     let decision = plan(
         cx.state,
@@ -188,9 +196,27 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
         debug!("{name} {cell}: created, waiting for the watch to show it");
         cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
         cx.state.record_outcome(name, Outcome::Synced);
-        return Ok(());
+        return Ok(None);
     }
-    let fingerprint = write_fingerprint(&decision.action, cx.store, name);
+    let prior = match apply::prior(cx, name, &decision.action) {
+        Ok(p) => p,
+        Err(NotNow::Unseen) => {
+            // Our apply has not reached the cache yet (its watch event decides the name
+            // again): the same apply now would be a write the server already has.
+            debug!("{name} {cell}: our apply is answered, waiting for the watch to show it");
+            cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+            cx.state.record_outcome(name, Outcome::Synced);
+            return Ok(None);
+        }
+        Err(NotNow::Paced(wait)) => {
+            // In a fight: this put-back waits for its pace; the name is decided again
+            // then (a manifest change is no put-back and is not held by this).
+            debug!("{name} {cell}: putting back declared fields in {wait:?} (paced fight)");
+            cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
+            return Ok(Some(wait));
+        }
+    };
+    let fingerprint = write_fingerprint(&decision.action, prior.cached_rv.as_deref());
     if let (Some(fp), Some(r)) = (fingerprint, cx.state.rejection(name)) {
         let age = r.at.elapsed();
         if r.fingerprint == fp && age < REJECTED_RETRY {
@@ -207,6 +233,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             });
         }
     }
+    // The fields a put-back restores and who else owns them, before it makes them ours.
+    let contest = apply::contest(cx, name, &decision.action, &prior);
     if !matches!(
         decision.action,
         Action::None | Action::Blocked(_) | Action::Error(_)
@@ -218,21 +246,29 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             return Err(SyncError::Write(Error::Cancelled));
         }
     }
+    let differs = match &decision.action {
+        Action::Update(a) | Action::Adopt(a) => apply::describe(a),
+        _ => String::new(),
+    };
+    // The resourceVersion our takeover of managedFields wrote before the apply, if any.
+    let mut taken_over = None;
     let (verb, reason, result) = match decision.action {
         Action::None => {
             if decision.reason == NOT_OURS_SPEC_MATCHES {
                 unowned_but_matching(cx, name, cell, uid.as_deref());
             }
-            // The desired spec with its CA bundle filled in, as the decision saw it.
+            // The declared fields (CA bundle filled in) against the object, as the
+            // decision saw them.
             let manifest_differs = || {
                 let cached = cx.store.get(name);
-                matches!((&desired, cached), (Some(d), Some(c)) if c.spec != d.object.spec)
+                matches!((&desired, cached), (Some(d), Some(c))
+                    if Applied::of(cx.ownership, d).compare(&c, &cx.ownership.field_manager).needs_apply())
             };
             left_alone(cx.report, name, &decision, &why, manifest_differs);
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             cx.state.record_outcome(name, Outcome::Synced);
             removal_synced(cx, name, cell);
-            return Ok(());
+            return Ok(None);
         }
         Action::Blocked(blocked) => {
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
@@ -255,23 +291,32 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             } else {
                 debug!(name, cell:% = cell, action = "blocked"; "{name} {cell}: still not written: {blocked}");
             }
-            return Ok(());
+            return Ok(None);
         }
         Action::Error(message) => ("error", None, Err(SyncError::Decision(message))),
-        Action::Create(obj) => (
-            "create",
-            (!restoring).then_some(EventReason::Registered),
-            write(cx.api.create_uid(&obj)),
-        ),
-        Action::Update(obj) => (
+        Action::Create(obj) => {
+            // Ours and unseen from before it is sent: a removal while it is on its way must
+            // wait for the object it makes, not find nothing to delete.
+            cx.state.note_creating(name);
+            let created = cx.api.create_uid(&obj);
+            if created.is_err() {
+                cx.state.forget_create(name);
+            }
+            (
+                "create",
+                (!restoring).then_some(EventReason::Registered),
+                write(created),
+            )
+        }
+        Action::Update(a) => (
             "update",
             Some(EventReason::Updated),
-            write(cx.api.update_unread(&obj).map(|()| uid.clone())),
+            write(apply::send(cx, name, &a, &mut taken_over).map(|()| uid.clone())),
         ),
-        Action::Adopt(obj) => (
+        Action::Adopt(a) => (
             "adopt",
             Some(EventReason::Adopted),
-            write(cx.api.update_unread(&obj).map(|()| uid.clone())),
+            write(apply::send(cx, name, &a, &mut taken_over).map(|()| uid.clone())),
         ),
         Action::Delete { name: n, uid } => {
             let p = DeleteParams {
@@ -288,7 +333,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     };
     match &result {
         Ok(written_uid) => {
-            info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}): ok");
+            info!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}){differs}: ok");
+            apply::note_written(cx, name, &prior, taken_over);
             if verb == "create" {
                 // Noted first, then checked: the watch may have shown the object already
                 // (its event can overtake this answer); if not, its event clears the note.
@@ -310,7 +356,9 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             } else {
                 verb == "create" && cx.availability.created(name, written_uid.as_deref())
             };
-            if cx.state.synced_once(name) && !ours {
+            if let Some(contest) = &contest {
+                apply::fight_over_fields(cx, name, uid.as_deref(), contest);
+            } else if cx.state.synced_once(name) && !ours && verb != "update" {
                 notice_contested(cx, name, verb);
             }
         }
@@ -326,14 +374,14 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
             name, cell:% = cell, action = verb;
             "{name} {cell} {verb}: {e}; deciding again when the cache catches up"
         ),
-        // A refused spec is warned about once, by `rejected` below.
-        Err(SyncError::Write(e)) if e.is_invalid() => {}
+        // A refused write is warned about once, by `rejected` below.
+        Err(SyncError::Write(e)) if refused(e) => {}
         Err(e) => {
             warn!(name, cell:% = cell, action = verb; "{name} {cell} {verb} ({why}): failed: {e}")
         }
     }
     if let (Err(SyncError::Write(e)), Some(fp)) = (&result, fingerprint) {
-        if e.is_invalid() {
+        if refused(e) {
             return Err(rejected(cx, name, &why, verb, fp, uid.as_deref(), e));
         }
     }
@@ -351,7 +399,14 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<(), SyncError> {
     if result.is_ok() {
         removal_synced(cx, name, cell);
     }
-    result.map(drop)
+    result.map(|_| None)
+}
+
+/// Answers that waiting will not change: the server refused the write as invalid (422),
+/// does not take its media type (415), or an apply found fields another manager owns
+/// (409 without `force`, which we always send: should one happen anyway).
+fn refused(e: &Error) -> bool {
+    e.is_invalid() || e.is_unsupported_media_type() || e.is_apply_conflict()
 }
 
 /// After a successful sync decided in column A (not desired): the name's removal is done,
@@ -454,25 +509,18 @@ fn rejected(
 
 /// What a write would send and to which version of the object, hashed: the same
 /// fingerprint means the same write to the same object. `None` for no write.
-fn write_fingerprint(action: &Action, store: &Store<APIService>, name: &str) -> Option<u64> {
+fn write_fingerprint(action: &Action, cached_rv: Option<&str>) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let (verb, obj) = match action {
         Action::Create(o) => ("create", o),
-        Action::Update(o) => ("update", o),
-        Action::Adopt(o) => ("adopt", o),
+        Action::Update(a) => ("update", &a.config),
+        Action::Adopt(a) => ("adopt", &a.config),
         _ => return None,
     };
     let mut h = std::collections::hash_map::DefaultHasher::new();
     verb.hash(&mut h);
-    serde_json::to_string(&obj.spec).ok()?.hash(&mut h);
-    serde_json::to_string(&obj.metadata.labels)
-        .ok()?
-        .hash(&mut h);
-    let cached = store.get(name);
-    cached
-        .as_ref()
-        .and_then(|o| o.metadata.resource_version.as_deref())
-        .hash(&mut h);
+    apply::config_fingerprint(obj)?.hash(&mut h);
+    cached_rv.hash(&mut h);
     Some(h.finish())
 }
 
@@ -571,10 +619,10 @@ fn write<T>(r: Result<T, Error>) -> Result<T, SyncError> {
     r.map_err(SyncError::Write)
 }
 
-/// A write to a name we had already synced: someone undid our work. Counted, and
-/// reported when it amounts to a fight.
+/// A create or delete of a name we had already synced: someone undid our work (deleted
+/// it, or brought back one we removed). Counted, and reported when it amounts to a fight.
 fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
-    let Some(fight) = cx.fights.contested_write(name, Instant::now()) else {
+    let Some(fight) = cx.fights.contested_write(name, Instant::now()).fight else {
         return;
     };
     let ours = cx.api.field_manager().unwrap_or_default();

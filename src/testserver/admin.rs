@@ -10,8 +10,7 @@
 //! - `POST /_testserver/seed/<plural>[?namespace=NS]` with the object as body
 //! - `GET /_testserver/rv`
 //! - kube-apiserver mode: `GET /_testserver/kube-apiserver/writes`, and
-//!   `POST|DELETE /_testserver/kube-apiserver/crd-groups` with `{"group", "version"}`, and
-//!   `POST|DELETE /_testserver/kube-apiserver/failing-discovery` with `{"namespace", "service"}`
+//!   `POST|DELETE /_testserver/kube-apiserver/crd-groups` with `{"group", "version"}`
 
 use std::time::Duration;
 
@@ -34,11 +33,12 @@ fn ok() -> Response {
     object(200, &json!({"ok": true}))
 }
 
-type After<'a> = Box<dyn FnOnce() + 'a>;
+/// A restart: it drops every connection, so the caller runs it with the asking one left out.
+pub(crate) type Restart<'a> = Box<dyn FnOnce() + 'a>;
 
-/// Answers an admin request; the closure runs after the answer is written (restart).
-pub(crate) fn handle<'a>(shared: &'a Shared, req: &Request) -> (Response, After<'a>) {
-    let none: After<'a> = Box::new(|| {});
+/// Answers an admin request; a restart comes back to be run before the answer is written, so
+/// a caller that has the answer finds the server restarted.
+pub(crate) fn handle<'a>(shared: &'a Shared, req: &Request) -> (Response, Option<Restart<'a>>) {
     let path = req.path.trim_start_matches(PREFIX).trim_end_matches('/');
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
     let resp = match (req.method.as_str(), path) {
@@ -82,9 +82,9 @@ pub(crate) fn handle<'a>(shared: &'a Shared, req: &Request) -> (Response, After<
                 _ => RvChange::Keep,
             };
             if req.query("empty") == Some("true") {
-                return (ok(), Box::new(move || shared.restart_empty(rv)));
+                return (ok(), Some(Box::new(move || shared.restart_empty(rv))));
             }
-            return (ok(), Box::new(move || shared.restart(rv)));
+            return (ok(), Some(Box::new(move || shared.restart(rv))));
         }
         ("GET", "kube-apiserver/writes") => match &shared.kas {
             Some(k) => object(
@@ -108,21 +108,6 @@ pub(crate) fn handle<'a>(shared: &'a Shared, req: &Request) -> (Response, After<
                 _ => bad("body needs \"group\" and \"version\""),
             }
         }
-        (m @ ("POST" | "DELETE"), "kube-apiserver/failing-discovery") => {
-            let s = |k: &str| {
-                body.get(k)
-                    .and_then(Value::as_str)
-                    .filter(|v| !v.is_empty())
-            };
-            match (&shared.kas, s("namespace"), s("service")) {
-                (None, _, _) => bad("not in kube-apiserver mode"),
-                (Some(k), Some(ns), Some(svc)) => {
-                    k.set_discovery_failing(shared, ns, svc, m == "POST");
-                    ok()
-                }
-                _ => bad("body needs \"namespace\" and \"service\""),
-            }
-        }
         ("POST", p) if p.starts_with("seed/") => {
             let plural = &p["seed/".len()..];
             match kinds::by_plural(plural) {
@@ -141,7 +126,7 @@ pub(crate) fn handle<'a>(shared: &'a Shared, req: &Request) -> (Response, After<
             &json!({"error": format!("no admin endpoint {} {}", req.method, req.path)}),
         ),
     };
-    (resp, none)
+    (resp, None)
 }
 
 fn set_faults(shared: &Shared, b: &Value) -> Result<(), String> {

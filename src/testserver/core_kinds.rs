@@ -97,3 +97,121 @@ pub(crate) fn default_secret(obj: &mut Value) {
         }
     }
 }
+
+/// The Service range the test server allocates ClusterIPs from, inside loopback (as the
+/// real-server harness's `--service-cluster-ip-range`): a backend listening on its Service's
+/// ClusterIP and port is what the availability controller dials, without leaving the machine.
+pub const SERVICE_RANGE: &str = "127.1.0.0/24";
+
+/// The next ClusterIP, `127.1.0.2` to `127.1.0.254` in turn (`.1` is kube-apiserver's own
+/// `kubernetes` Service on a real cluster). One sequence per process, so servers running
+/// side by side in a test binary hand out different addresses; unique for the first 253
+/// allocations (a real server refuses the 254th Service of a full /24 instead).
+fn allocate_cluster_ip() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed) % 253;
+    format!("127.1.0.{}", n + 2)
+}
+
+/// kube-apiserver's Service defaults: type `ClusterIP`, a ClusterIP allocated (unless
+/// headless, `None`, or `ExternalName`), `clusterIPs` beside it, `sessionAffinity` `None`,
+/// each port's protocol `TCP` and `targetPort` its port.
+pub(crate) fn default_service(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let type_ = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    spec.insert("type".into(), json!(type_));
+    if type_ != "ExternalName" {
+        let given = spec
+            .get("clusterIP")
+            .and_then(Value::as_str)
+            .filter(|ip| !ip.is_empty())
+            .or_else(|| {
+                spec.get("clusterIPs")
+                    .and_then(|ips| ips.get(0))
+                    .and_then(Value::as_str)
+            })
+            .map(str::to_string);
+        let ip = given.unwrap_or_else(allocate_cluster_ip);
+        spec.insert("clusterIP".into(), json!(ip));
+        spec.insert("clusterIPs".into(), json!([ip]));
+    }
+    if !spec.contains_key("sessionAffinity") {
+        spec.insert("sessionAffinity".into(), json!("None"));
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            if !p.contains_key("protocol") {
+                p.insert("protocol".into(), json!("TCP"));
+            }
+            if let (false, Some(port)) = (p.contains_key("targetPort"), p.get("port").cloned()) {
+                p.insert("targetPort".into(), port);
+            }
+        }
+    }
+}
+
+/// What an update keeps from the stored object when the body leaves it out, before
+/// defaulting: a Service's allocated ClusterIPs, as kube-apiserver's `patchAllocatedValues`.
+pub(crate) fn carry_allocated(plural: &str, cur: &Value, new: &mut Value) {
+    if plural != "services" {
+        return;
+    }
+    let (Some(old), Some(spec)) = (
+        cur.get("spec"),
+        new.get_mut("spec").and_then(Value::as_object_mut),
+    ) else {
+        return;
+    };
+    let unset = |k: &str| spec.get(k).is_none_or(|v| v.is_null() || v == "");
+    if unset("clusterIP") && unset("clusterIPs") {
+        for k in ["clusterIP", "clusterIPs"] {
+            if let Some(v) = old.get(k) {
+                spec.insert(k.into(), v.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_gets_a_loopback_cluster_ip_that_an_update_keeps() {
+        let mut svc = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 443}]}});
+        default_service(&mut svc);
+        let ip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+        assert!(ip.starts_with("127.1.0."), "{svc}");
+        assert_eq!(svc["spec"]["clusterIPs"], json!([ip]));
+        assert_eq!(svc["spec"]["type"], "ClusterIP");
+        assert_eq!(
+            svc["spec"]["ports"][0],
+            json!({"port": 443, "protocol": "TCP", "targetPort": 443})
+        );
+        // An update without the address keeps it; defaulting then allocates nothing new.
+        let mut put = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 8443}]}});
+        carry_allocated("services", &svc, &mut put);
+        default_service(&mut put);
+        assert_eq!(put["spec"]["clusterIP"], json!(ip));
+        // Given, headless or ExternalName: nothing allocated.
+        for (spec, want) in [
+            (json!({"clusterIP": "127.1.0.254"}), json!("127.1.0.254")),
+            (json!({"clusterIP": "None"}), json!("None")),
+            (
+                json!({"type": "ExternalName", "externalName": "x.example.com"}),
+                Value::Null,
+            ),
+        ] {
+            let mut svc = json!({"metadata": {"name": "s"}, "spec": spec});
+            default_service(&mut svc);
+            assert_eq!(svc["spec"]["clusterIP"], want, "{svc}");
+        }
+    }
+}

@@ -122,6 +122,15 @@ impl FieldError {
         }
     }
 
+    /// `field.Forbidden`.
+    pub(crate) fn forbidden(field: &str, detail: &str) -> Self {
+        FieldError {
+            reason: "FieldValueForbidden",
+            field: field.to_string(),
+            message: format!("Forbidden: {detail}"),
+        }
+    }
+
     /// `field.Invalid`; `value` is rendered as Go's `%#v` would for strings, numbers and bools.
     pub(crate) fn invalid(field: &str, value: &serde_json::Value, detail: &str) -> Self {
         let shown = match value {
@@ -176,10 +185,15 @@ pub(crate) fn invalid(kind: &Kind, name: &str, errs: &[FieldError]) -> ApiErr {
 }
 
 fn invalid_named(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> ApiErr {
-    let parts: Vec<String> = errs
-        .iter()
-        .map(|e| format!("{}: {}", e.field, e.message))
-        .collect();
+    // The message lists each error once (an aggregate's `Error()` drops repeats); the
+    // causes keep every one (`NewInvalid`).
+    let mut parts: Vec<String> = Vec::new();
+    for e in errs {
+        let part = format!("{}: {}", e.field, e.message);
+        if !parts.contains(&part) {
+            parts.push(part);
+        }
+    }
     let list = if parts.len() == 1 {
         parts[0].clone()
     } else {
@@ -269,12 +283,16 @@ pub(crate) fn method_not_allowed(method: &str) -> ApiErr {
     )
 }
 
-/// 415 UnsupportedMediaType.
-pub(crate) fn unsupported_media_type(ct: &str) -> ApiErr {
+/// 415 UnsupportedMediaType of a patch whose `Content-Type` is none of the patch types a
+/// built-in resource takes, worded as `negotiation.NewUnsupportedMediaTypeError` with the
+/// list `installer.go` registers (apply as CBOR only behind an alpha feature gate).
+pub(crate) fn unsupported_media_type() -> ApiErr {
     plain(
         415,
         "UnsupportedMediaType",
-        format!("the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?})"),
+        "the body of the request was in an unknown format - accepted media types include: \
+         application/json-patch+json, application/merge-patch+json, \
+         application/strategic-merge-patch+json, application/apply-patch+yaml",
     )
 }
 
@@ -311,6 +329,14 @@ pub(crate) fn internal(message: impl Into<String>) -> ApiErr {
         "InternalError",
         format!("Internal error occurred: {message}"),
     )
+}
+
+/// 500 for an error that is no `Status`: kube-apiserver answers it with reason `""`
+/// (`StatusReasonUnknown`) and the error's text (`responsewriters.ErrorToAPIStatus`).
+pub(crate) fn internal_unwrapped(message: impl Into<String>) -> ApiErr {
+    let mut e = plain(500, "", message);
+    e.status.reason = None;
+    e
 }
 
 /// An injected failure: 429 TooManyRequests with Retry-After, or 5xx.

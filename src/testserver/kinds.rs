@@ -128,7 +128,7 @@ pub(crate) static KINDS: &[Kind] = &[
         fields: super::core_events::event_fields,
     },
     // Read by kube-aggregator's availability check (kube-apiserver mode) and by the
-    // controller's backend watch; stored as given, no validation beyond the type.
+    // controller's backend watch; defaulted (a ClusterIP on loopback), no validation.
     Kind {
         group: "",
         version: "v1",
@@ -139,7 +139,7 @@ pub(crate) static KINDS: &[Kind] = &[
         status_subresource: false,
         categories: &["all"],
         short_names: &["svc"],
-        default: |_| {},
+        default: core_kinds::default_service,
         validate: |_| Ok(Vec::new()),
         unknown_fields: |_| Vec::new(),
         fields: metadata_fields,

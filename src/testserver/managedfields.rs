@@ -1,21 +1,26 @@
-//! `metadata.managedFields` as the real server records them for `Update` operations.
+//! `metadata.managedFields` as the real server records them.
 //!
 //! Every create, update and patch stamps one entry per (manager, operation, subresource):
 //! `{manager, operation: "Update", apiVersion, time, fieldsType: "FieldsV1", fieldsV1}`,
 //! updated in place with a new time when the same manager writes again. The manager is the
 //! `fieldManager` query parameter, else the User-Agent up to its first `/` (client-go's
-//! default, e.g. `autoregister` or `kubectl`), as the real server defaults it.
+//! default, e.g. `autoregister` or `kubectl`), as the real server defaults it. A
+//! server-side apply records an `Apply` entry instead (see `apply.rs`).
 //!
 //! `fieldsV1` is a field set at leaf granularity (`{"f:spec": {"f:group": {}}}`): on create
 //! every field the object sets, on update the union of what the manager owned and what it
-//! changed. Fields a manager changes are taken from the other managers' entries, removed
-//! fields from everyone, and an entry left owning nothing is dropped, as the real server
-//! does for `Update` operations. Simplifications: no `.`/`k:`/`v:` markers, list items are
-//! leaves, and no Apply operation (server-side apply is not served).
+//! changed. Fields a manager changes are taken from the other managers' entries (`Apply`
+//! ones too), removed fields from everyone, and an entry left owning nothing is dropped,
+//! as structured-merge-diff's `Updater.Update` does (`merge/update.go`; apimachinery's
+//! `managedfieldsupdater.go` merges the write into the manager's earlier entry and stamps
+//! the time). Entries are sorted as apimachinery's `sortEncodedManagedFields` sorts them:
+//! operation (`Apply` first), time, manager. Simplifications: no `k:`/`v:` markers are
+//! written, a `.` marker read is ignored, and list items are leaves.
 //!
 //! A request body that carries `metadata.managedFields` replaces the stored entries when
-//! non-empty (the current write is then stamped on top); an empty list (or `[{}]`) strips
-//! them all and nothing is recorded for that write; absent (or null) keeps the stored ones.
+//! they decode (the current write is then stamped on top); an empty list (or `[{}]`)
+//! strips them all and nothing is recorded for that write; absent, null or undecodable
+//! keeps the stored ones (`decodeLiveOrNew` in `managedfields/internal/fieldmanager.go`).
 
 use std::collections::BTreeSet;
 use std::time::SystemTime;
@@ -30,7 +35,7 @@ use super::kinds::Kind;
 pub(crate) const FIELD_MANAGER_MAX_LENGTH: usize = 128;
 
 /// A field path such as `["f:spec", "f:group"]`.
-type Path = Vec<String>;
+pub(crate) type Path = Vec<String>;
 
 /// The manager of a write request: `fieldManager`, else the User-Agent's product name.
 ///
@@ -132,7 +137,9 @@ pub(crate) fn resolve(cur: Option<&Value>, new: &mut Value) -> Sent {
         None | Some(Value::Null) => Sent::Keep,
         Some(v) if *v == stored.clone().unwrap_or(Value::Null) => Sent::Keep,
         Some(Value::Array(a)) if a.is_empty() || (a.len() == 1 && a[0] == json!({})) => Sent::Reset,
-        Some(_) => Sent::Replaced,
+        // Entries that do not decode leave the stored ones in place (DecodeManagedFields).
+        Some(Value::Array(a)) if a.iter().all(decodes) => Sent::Replaced,
+        Some(_) => Sent::Keep,
     };
     match outcome {
         Sent::Keep => match stored {
@@ -143,6 +150,145 @@ pub(crate) fn resolve(cur: Option<&Value>, new: &mut Value) -> Sent {
         Sent::Replaced => None,
     };
     outcome
+}
+
+/// Whether a sent entry decodes as apimachinery's `DecodeManagedFields` requires: operation
+/// `Apply` or `Update`, an apiVersion, fieldsType `FieldsV1`, a field set object.
+fn decodes(e: &Value) -> bool {
+    let s = |k: &str| e.get(k).and_then(Value::as_str);
+    matches!(s("operation"), Some("Apply" | "Update"))
+        && s("apiVersion").is_some_and(|v| !v.is_empty())
+        && s("fieldsType") == Some("FieldsV1")
+        && e.get("fieldsV1").is_none_or(Value::is_object)
+}
+
+/// One entry of `metadata.managedFields`: who, how, when, and the fields it owns.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Entry {
+    /// Every member but `fieldsV1` (manager, operation, apiVersion, time, subresource, ...).
+    meta: Map<String, Value>,
+    /// The owned fields.
+    pub(crate) fields: BTreeSet<Path>,
+}
+
+impl Entry {
+    /// A new entry of `manager` for `operation` (`Apply`, `Update`), stamped `time`.
+    pub(crate) fn new(
+        manager: &str,
+        operation: &str,
+        kind: &Kind,
+        subresource: Option<&str>,
+        time: Option<String>,
+    ) -> Entry {
+        let mut meta = Map::new();
+        meta.insert("manager".into(), json!(manager));
+        meta.insert("operation".into(), json!(operation));
+        meta.insert("apiVersion".into(), json!(kind.api_version()));
+        if let Some(t) = time {
+            meta.insert("time".into(), json!(t));
+        }
+        meta.insert("fieldsType".into(), json!("FieldsV1"));
+        if let Some(s) = subresource {
+            meta.insert("subresource".into(), json!(s));
+        }
+        Entry {
+            meta,
+            fields: BTreeSet::new(),
+        }
+    }
+
+    fn str(&self, key: &str) -> Option<&str> {
+        self.meta.get(key).and_then(Value::as_str)
+    }
+
+    /// The manager.
+    pub(crate) fn manager(&self) -> &str {
+        self.str("manager").unwrap_or("")
+    }
+
+    /// `Apply` or `Update`.
+    pub(crate) fn operation(&self) -> &str {
+        self.str("operation").unwrap_or("")
+    }
+
+    /// The subresource it wrote through, if any.
+    pub(crate) fn subresource(&self) -> Option<&str> {
+        self.str("subresource").filter(|s| !s.is_empty())
+    }
+
+    /// When it last changed the object, as written (RFC 3339).
+    pub(crate) fn time(&self) -> Option<&str> {
+        self.str("time")
+    }
+
+    /// Whether this is `manager`'s entry for `operation` through `subresource`.
+    pub(crate) fn is(&self, manager: &str, operation: &str, subresource: Option<&str>) -> bool {
+        self.manager() == manager
+            && self.operation() == operation
+            && self.subresource() == subresource
+    }
+
+    /// How a conflict names the entry, as apimachinery's `printManager`
+    /// (`managedfields/internal/conflict.go`) prints the manager's identifier: `"m"` for an
+    /// apply, `"m" using apiregistration.k8s.io/v1` for an update, with `with subresource
+    /// "status"` after the name when there is one. The identifier carries no time
+    /// (`BuildManagerIdentifier` clears it), so printManager's ` at TIME` never shows.
+    pub(crate) fn printed(&self) -> String {
+        let mut out = format!("{:?}", self.manager());
+        if let Some(s) = self.subresource() {
+            out.push_str(&format!(" with subresource {s:?}"));
+        }
+        if self.operation() == "Update" {
+            out.push_str(&format!(" using {}", self.str("apiVersion").unwrap_or("")));
+        }
+        out
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = self.meta.clone();
+        m.insert("fieldsV1".into(), fields_v1(&self.fields));
+        Value::Object(m)
+    }
+}
+
+/// The entries stored on `obj` (anything that is not an object is dropped).
+pub(crate) fn entries(obj: &Value) -> Vec<Entry> {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let mut meta = e.as_object()?.clone();
+            let fields = paths_of(meta.remove("fieldsV1").as_ref().unwrap_or(&Value::Null));
+            Some(Entry { meta, fields })
+        })
+        .collect()
+}
+
+/// Stores `entries` on `obj`, sorted as the real server sorts them (operation, time,
+/// manager, apiVersion, subresource: `sortEncodedManagedFields`); none removes the list.
+pub(crate) fn set_entries(obj: &mut Value, mut entries: Vec<Entry>) {
+    entries.sort_by(|p, q| {
+        let key = |e: &Entry| {
+            (
+                e.operation().to_string(),
+                e.time().unwrap_or("").to_string(),
+                e.manager().to_string(),
+                e.str("apiVersion").unwrap_or("").to_string(),
+                e.subresource().unwrap_or("").to_string(),
+            )
+        };
+        key(p).cmp(&key(q))
+    });
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if entries.is_empty() {
+        meta.remove("managedFields");
+    } else {
+        let list = entries.iter().map(Entry::to_value).collect();
+        meta.insert("managedFields".into(), Value::Array(list));
+    }
 }
 
 /// Stamps `manager`'s `Update` entry on `new` for the change from `cur` (`None` on create).
@@ -159,61 +305,43 @@ pub(crate) fn stamp(
     let mut changed = BTreeSet::new();
     let mut removed = BTreeSet::new();
     diff(&before, &after, &mut Vec::new(), &mut changed, &mut removed);
-    let mut entries: Vec<Value> = new
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mine = |e: &Value| {
-        e.get("manager").and_then(Value::as_str) == Some(manager)
-            && e.get("operation").and_then(Value::as_str) == Some("Update")
-            && e.get("subresource").and_then(Value::as_str) == subresource
-    };
-    let mut owned: BTreeSet<Path> = entries
+    let mut list = entries(new);
+    let mine = |e: &Entry| e.is(manager, "Update", subresource);
+    let mut owned: BTreeSet<Path> = list
         .iter()
         .find(|e| mine(e))
-        .map(|e| paths_of(e.get("fieldsV1").unwrap_or(&Value::Null)))
+        .map(|e| e.fields.clone())
         .unwrap_or_default();
     owned.extend(changed.iter().cloned());
     for p in &removed {
         owned.remove(p);
     }
-    // Others lose what this write changed or removed; an entry owning nothing goes.
-    entries.retain_mut(|e| {
-        // A client-sent entry that is not an object is dropped, not indexed into.
-        if mine(e) || !e.is_object() {
+    // Others (appliers too) lose what this write changed or removed; an entry owning
+    // nothing goes.
+    list.retain_mut(|e| {
+        if mine(e) {
             return false;
         }
-        if e.get("subresource").and_then(Value::as_str) != subresource {
+        if e.subresource() != subresource {
             return true;
         }
-        let mut theirs = paths_of(e.get("fieldsV1").unwrap_or(&Value::Null));
-        let had = theirs.len();
-        theirs.retain(|p| !changed.contains(p) && !removed.contains(p));
-        if theirs.len() != had {
-            e["fieldsV1"] = fields_v1(&theirs);
-        }
-        !theirs.is_empty()
+        e.fields
+            .retain(|p| !changed.contains(p) && !removed.contains(p));
+        !e.fields.is_empty()
     });
-    let mut entry = json!({
-        "manager": manager,
-        "operation": "Update",
-        "apiVersion": kind.api_version(),
-        "time": crate::api::time::format_rfc3339(SystemTime::now()),
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields_v1(&owned),
-    });
-    if let Some(s) = subresource {
-        entry["subresource"] = json!(s);
+    // A write that took no field records nothing (its "current-operation" set is empty:
+    // e.g. a JSON patch that only rewrites managedFields).
+    if !owned.is_empty() {
+        let now = crate::api::time::format_rfc3339(SystemTime::now());
+        let mut entry = Entry::new(manager, "Update", kind, subresource, Some(now));
+        entry.fields = owned;
+        list.push(entry);
     }
-    entries.push(entry);
-    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("managedFields".into(), Value::Array(entries));
-    }
+    set_entries(new, list);
 }
 
 /// The part of an object a write through the main resource (or `subresource`) manages.
-fn scoped(kind: &Kind, obj: &Value, subresource: Option<&str>) -> Value {
+pub(crate) fn scoped(kind: &Kind, obj: &Value, subresource: Option<&str>) -> Value {
     let mut out = Map::new();
     let Some(m) = obj.as_object() else {
         return Value::Object(out);
@@ -246,7 +374,7 @@ fn scoped(kind: &Kind, obj: &Value, subresource: Option<&str>) -> Value {
 }
 
 /// Leaf paths that differ: `changed` where `after` has a (new) value, `removed` where it has none.
-fn diff(
+pub(crate) fn diff(
     before: &Value,
     after: &Value,
     at: &mut Path,
@@ -294,7 +422,7 @@ fn diff(
 }
 
 /// Every leaf path of `v` under `at`; an empty object or a non-object is a leaf.
-fn leaves(v: &Value, at: &mut Path, out: &mut BTreeSet<Path>) {
+pub(crate) fn leaves(v: &Value, at: &mut Path, out: &mut BTreeSet<Path>) {
     match v.as_object() {
         Some(m) if !m.is_empty() => {
             for (k, x) in m {
@@ -400,10 +528,11 @@ mod tests {
     }
 
     #[test]
-    fn malformed_sent_entries_are_dropped_not_a_panic() {
+    fn malformed_sent_entries_are_ignored_not_a_panic() {
         let cur = json!({"metadata": {"name": "v1.a"}, "spec": {"group": "a"}});
         let mut new = json!({"metadata": {"name": "v1.a", "managedFields": [1, "x", {"manager": "m", "fieldsV1": 3}]}, "spec": {"group": "b"}});
-        assert_eq!(resolve(Some(&cur), &mut new), Sent::Replaced);
+        // Entries that do not decode leave the stored ones (none here) in place.
+        assert_eq!(resolve(Some(&cur), &mut new), Sent::Keep);
         stamp(kind(), Some(&cur), &mut new, "me", None);
         let managers: Vec<&str> = new["metadata"]["managedFields"]
             .as_array()
@@ -425,7 +554,11 @@ mod tests {
         let mut reset = json!({"metadata": {"managedFields": []}});
         assert_eq!(resolve(Some(&cur), &mut reset), Sent::Reset);
         assert!(reset.pointer("/metadata/managedFields").is_none());
-        let mut other = json!({"metadata": {"managedFields": [{"manager": "b"}]}});
+        let mut other = json!({"metadata": {"managedFields": [{"manager": "b", "operation": "Update",
+            "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {}}]}});
         assert_eq!(resolve(Some(&cur), &mut other), Sent::Replaced);
+        let mut undecodable = json!({"metadata": {"managedFields": [{"manager": "b"}]}});
+        assert_eq!(resolve(Some(&cur), &mut undecodable), Sent::Keep);
+        assert_eq!(undecodable, cur);
     }
 }

@@ -34,8 +34,15 @@
 //!   server refuses it. A body's non-empty `managedFields` replaces the stored ones, an empty
 //!   list strips them. Field sets are at leaf granularity, without `k:`/`v:` list keys.
 //!   [`seed`](TestServer::seed) stores objects as given, without an entry.
+//! - Server-side apply (`PATCH` with `application/apply-patch+yaml`, YAML or JSON) as
+//!   kube-apiserver's field manager does it: an absent object is created (201); the
+//!   manager's `Apply` entry owns exactly the applied fields; a field it stops applying is
+//!   removed unless another entry owns it; a changed field another manager owns is a 409
+//!   `Conflict` worded as kube-apiserver words it, unless `force=true` takes it over; an
+//!   `Update` by another manager takes the fields it changes from appliers. `fieldManager`
+//!   is required (422), `force` on another patch type is a 422, an unknown patch type a 415.
 //! - The request log ([`RequestRecord`]) keeps each request's query string, User-Agent,
-//!   `fieldManager` and a delete's UID precondition.
+//!   `Content-Type`, `fieldManager` and a delete's UID precondition.
 //!
 //! **kube-apiserver mode** ([`Builder::kube_apiserver`], `--kube-apiserver` for the binary)
 //! makes the server behave as a real kube-apiserver towards APIServices labelled
@@ -58,6 +65,15 @@
 //!   client requests only) but in [`TestServer::kube_apiserver_writes`].
 //! - [`restart`](TestServer::restart) starts its autoregister afresh, as a new process: the
 //!   built-ins deleted meanwhile come back and foreign `onstart` objects go (5A).
+//! - It plays kube-aggregator's availability controller for APIServices backed by a Service:
+//!   `Available` from the Service and its EndpointSlices, then a real discovery check —
+//!   `GET /apis/GROUP/VERSION` over TLS to the Service's ClusterIP and port, the serving
+//!   certificate verified against `spec.caBundle` for `SERVICE.NAMESPACE.svc` (or not, with
+//!   `insecureSkipTLSVerify`), within 5 s — with upstream's reasons and messages
+//!   (`FailedDiscoveryCheck` and Go's words for the TLS or HTTP failure, else `Passed`),
+//!   repeated every second. Services get a ClusterIP from [`SERVICE_RANGE`], inside
+//!   loopback, so a backend listening there is reached without leaving the machine. No
+//!   credential is sent to a backend.
 //!
 //! The same controls are available over HTTP under `/_testserver/` for out-of-process use
 //! (not logged, not authenticated, not paused):
@@ -69,6 +85,7 @@
 //! kube-apiserver/crd-groups` (JSON body `{"group", "version"}`).
 
 mod admin;
+mod apply;
 mod authz;
 mod core_events;
 mod core_kinds;
@@ -104,6 +121,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
+pub use core_kinds::SERVICE_RANGE;
 pub use faults::{Faults, DEFAULT_RETRY_AFTER};
 pub use kas::{builtin_apiservices, KubeApiserverWrite, KUBE_APISERVER_MANAGER};
 pub use requestlog::{RequestRecord, DEFAULT_LOG_CAPACITY};
@@ -409,7 +427,8 @@ impl TestServer {
         )
     }
 
-    /// Every request answered (oldest first), admin requests excluded.
+    /// Every request answered, in the order they arrived (a cause before its effects),
+    /// admin requests excluded.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared.log.records()
     }
@@ -587,16 +606,6 @@ impl TestServer {
     pub fn remove_crd_group(&self, group: &str, version: &str) {
         self.kube_apiserver_mode()
             .set_crd_group(&self.shared, group, version, false);
-    }
-
-    /// kube-apiserver mode: the availability controller's discovery check of the Service
-    /// `namespace/service` fails (`FailedDiscoveryCheck`, a backend that listens but does not
-    /// serve its API) or passes again; returns once the conditions were written.
-    ///
-    /// Panics when the server is not in kube-apiserver mode (a broken test).
-    pub fn set_discovery_failing(&self, namespace: &str, service: &str, failing: bool) {
-        self.kube_apiserver_mode()
-            .set_discovery_failing(&self.shared, namespace, service, failing);
     }
 
     fn kube_apiserver_mode(&self) -> &kas::KubeApiserver {

@@ -39,6 +39,9 @@ pub struct RequestRecord {
     pub body: Option<Value>,
     /// The `User-Agent` header, as sent.
     pub user_agent: Option<String>,
+    /// The `Content-Type` header, as sent (a patch's type: `application/apply-patch+yaml`
+    /// for a server-side apply).
+    pub content_type: Option<String>,
     /// The `fieldManager` query parameter, as sent (the manager defaults to the User-Agent's
     /// product name when it is absent).
     pub field_manager: Option<String>,
@@ -77,17 +80,27 @@ impl RequestLog {
         }
     }
 
-    /// Appends a record.
+    /// Adds a record where its arrival puts it. Records are kept in the order requests
+    /// arrived, not the order they finished: a write is visible to watchers before its
+    /// handler logs it, so a request a watcher sends on that event can finish first (seen
+    /// under load: a controller's retry logged before the edit that caused it). Arrival
+    /// order always puts a cause before its effects.
     pub(crate) fn push(&self, rec: RequestRecord) {
         let mut l = self.inner.lock();
         *l.counts.entry(rec.verb.clone()).or_insert(0) += 1;
-        l.records.push_back(rec);
+        // Almost always the newest: the search runs from the back.
+        let at = l
+            .records
+            .iter()
+            .rposition(|r| r.time <= rec.time)
+            .map_or(0, |i| i + 1);
+        l.records.insert(at, rec);
         while l.records.len() > self.capacity {
             l.records.pop_front();
         }
     }
 
-    /// Every record kept, oldest first.
+    /// Every record kept, in the order the requests arrived.
     pub(crate) fn records(&self) -> Vec<RequestRecord> {
         self.inner.lock().records.iter().cloned().collect()
     }
@@ -107,5 +120,57 @@ impl RequestLog {
         let mut l = self.inner.lock();
         l.records.clear();
         l.counts.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn rec(verb: &str, at_ms: u64) -> RequestRecord {
+        RequestRecord {
+            verb: verb.into(),
+            method: "PUT".into(),
+            path: "/".into(),
+            query: String::new(),
+            resource: None,
+            subresource: None,
+            namespace: None,
+            name: None,
+            code: 200,
+            time: SystemTime::UNIX_EPOCH + Duration::from_millis(at_ms),
+            body: None,
+            content_type: None,
+            user_agent: None,
+            field_manager: None,
+            uid_precondition: None,
+            user: None,
+            groups: Vec::new(),
+            impersonated_by: None,
+        }
+    }
+
+    #[test]
+    fn a_request_that_finishes_late_is_logged_where_it_arrived() {
+        let log = RequestLog::new(10);
+        // The edit arrived first, but the retry it caused finished before it was logged.
+        log.push(rec("first", 10));
+        log.push(rec("retry", 30));
+        log.push(rec("edit", 20));
+        log.push(rec("same-time", 30));
+        let verbs: Vec<String> = log.records().into_iter().map(|r| r.verb).collect();
+        assert_eq!(verbs, ["first", "edit", "retry", "same-time"]);
+        assert_eq!(log.count("edit"), 1);
+    }
+
+    #[test]
+    fn the_oldest_arrivals_go_first_past_capacity() {
+        let log = RequestLog::new(2);
+        log.push(rec("b", 20));
+        log.push(rec("c", 30));
+        log.push(rec("a", 10));
+        let verbs: Vec<String> = log.records().into_iter().map(|r| r.verb).collect();
+        assert_eq!(verbs, ["b", "c"]);
     }
 }

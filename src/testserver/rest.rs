@@ -45,9 +45,13 @@ fn strict_check(kind: &Kind, req: &Request, body: &Value, before: &Value) -> Res
         .iter()
         .map(|f| format!("unknown field \"{f}\""))
         .collect();
+    // Worded as a create's or update's decode failure (`transformDecodeError` in
+    // apiserver's handlers/rest.go).
     Err(errors::bad_request(format!(
-        "strict decoding error: {}",
-        list.join(", ")
+        "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+        list.join(", "),
+        kind = kind.kind,
+        version = kind.version,
     )))
 }
 
@@ -166,8 +170,67 @@ pub(crate) fn update(
     Ok(object(200, &obj))
 }
 
+/// The patch types a built-in resource takes (`installer.go`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PatchType {
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+    /// `application/merge-patch+json` (RFC 7386), or strategic merge patch, the same for
+    /// these kinds (no lists with merge keys).
+    Merge,
+    /// `application/apply-patch+yaml`: server-side apply.
+    Apply,
+}
+
+impl PatchType {
+    /// The type a `Content-Type` names (parameters after `;` ignored, as
+    /// `handlers/patch.go` cuts them); `None`: 415.
+    pub(crate) fn of(req: &Request) -> Option<PatchType> {
+        let ct = req.header("content-type").unwrap_or("");
+        match ct.split(';').next().unwrap_or("").trim() {
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                Some(PatchType::Merge)
+            }
+            "application/apply-patch+yaml" => Some(PatchType::Apply),
+            _ => None,
+        }
+    }
+}
+
+/// A patch's options, checked as `ValidatePatchOptions` checks them
+/// (`apimachinery/pkg/apis/meta/v1/validation`), after the media type: an apply needs a
+/// `fieldManager`, and only an apply may `force`. 422 on `PatchOptions`.
+pub(crate) fn check_patch_options(req: &Request, patch: PatchType) -> Result<(), ApiErr> {
+    let mut errs = Vec::new();
+    match patch {
+        PatchType::Apply => {
+            if req.query("fieldManager").is_none_or(str::is_empty) {
+                errs.push(errors::FieldError::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                ));
+            }
+        }
+        _ => {
+            if req.query("force").is_some() {
+                errs.push(errors::FieldError::forbidden(
+                    "force",
+                    "may not be specified for non-apply patch",
+                ));
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errors::invalid_options("PatchOptions", &errs))
+    }
+}
+
 /// `PATCH .../<plural>/<name>[/status]`: JSON merge patch, or strategic merge patch
-/// (identical for these kinds: no lists with merge keys), or JSON patch (RFC 6902).
+/// (identical for these kinds: no lists with merge keys), or JSON patch (RFC 6902), or a
+/// server-side apply (see [`apply`]).
 pub(crate) fn patch(
     store: &Store,
     kind: &'static Kind,
@@ -177,21 +240,14 @@ pub(crate) fn patch(
     req: &Request,
     manager: &str,
 ) -> Result<Response, ApiErr> {
-    let ct = req
-        .header("content-type")
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let patch = PatchType::of(req).ok_or_else(errors::unsupported_media_type)?;
+    check_patch_options(req, patch)?;
+    if patch == PatchType::Apply {
+        return apply(store, kind, ns, name, status_only, req, manager);
+    }
+    let json_patch = patch == PatchType::Json;
     let body: Value = serde_json::from_slice(&req.body)
         .map_err(|e| errors::bad_request(format!("cannot decode patch: {e}")))?;
-    let json_patch = match ct.as_str() {
-        "application/merge-patch+json" | "application/strategic-merge-patch+json" => false,
-        "application/json-patch+json" => true,
-        other => return Err(errors::unsupported_media_type(other)),
-    };
     let dry = dry_run(req, "PatchOptions")?;
     let obj = store.update(kind, ns, name, status_only, manager, dry, |cur| {
         let mut new = cur.clone();
@@ -214,6 +270,113 @@ pub(crate) fn patch(
         Ok(new)
     })?;
     Ok(object(200, &obj))
+}
+
+/// `PATCH` with `application/apply-patch+yaml`: server-side apply of the body (YAML, so
+/// JSON too) as `manager`, `force=true` taking fields other managers own (see
+/// `apply.rs`). An absent object is created (201), as the apply patcher's
+/// `createNewObject` does with `forceAllowCreate` (`handlers/patch.go`).
+fn apply(
+    store: &Store,
+    kind: &'static Kind,
+    ns: &str,
+    name: &str,
+    status_only: bool,
+    req: &Request,
+    manager: &str,
+) -> Result<Response, ApiErr> {
+    let config: Value = serde_yaml_ng::from_slice(&req.body)
+        .map_err(|e| errors::bad_request(format!("error decoding YAML: {e}")))?;
+    let force = match req.query("force") {
+        None => false,
+        Some(v) => v.parse::<bool>().map_err(|_| {
+            errors::bad_request(format!(
+                "force: invalid value {v:?}: expected true or false"
+            ))
+        })?,
+    };
+    check_applied(kind, name, &config)?;
+    let dry = dry_run(req, "PatchOptions")?;
+    let sub = status_only.then_some("status");
+    // Absent, then created meanwhile by someone else: apply to that one (the real server's
+    // GuaranteedUpdate retries on the fresh object the same way).
+    for _ in 0..2 {
+        let applied = store.update_settled(kind, ns, name, status_only, dry, |cur| {
+            super::apply::apply(kind, Some(cur), &config, manager, force, sub)
+        });
+        match applied {
+            Ok(obj) => return Ok(object(200, &obj)),
+            Err(e) if e.code() == 404 && !status_only => {}
+            Err(e) => return Err(e),
+        }
+        if let Some(uid) = config.pointer("/metadata/uid").and_then(Value::as_str) {
+            return Err(errors::conflict(
+                kind,
+                name,
+                &format!(
+                    "uid mismatch: the provided object specified uid {uid}, and no existing \
+                     object was found"
+                ),
+            ));
+        }
+        let new = super::apply::apply(kind, None, &config, manager, force, sub)?;
+        let body_name = new.pointer("/metadata/name").and_then(Value::as_str);
+        if body_name != Some(name) {
+            return Err(errors::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                body_name.unwrap_or("")
+            )));
+        }
+        match store.create_settled(kind, ns, new, dry) {
+            Ok(obj) => return Ok(object(201, &obj)),
+            Err(e) if e.status.reason.as_deref() == Some("AlreadyExists") => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(errors::conflict(kind, name, errors::MODIFIED))
+}
+
+/// What the apply patcher and the field manager refuse before merging: another kind or
+/// version (`versioncheck.go`: 400 `invalid object type`), `metadata.managedFields` in the
+/// configuration (`structuredmerge.go`: 400), and a field the type does not declare
+/// (`ObjectToTyped` fails; the error is no Status, so kube-apiserver answers 500).
+fn check_applied(kind: &Kind, name: &str, config: &Value) -> Result<(), ApiErr> {
+    if !config.is_object() {
+        return Err(errors::bad_request(
+            "error decoding YAML: the applied configuration is not an object",
+        ));
+    }
+    let av = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let k = config.get("kind").and_then(Value::as_str).unwrap_or("");
+    if av != kind.api_version() || k != kind.kind {
+        let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+        return Err(errors::bad_request(format!(
+            "invalid object type: {group}/{version}, Kind={k}"
+        )));
+    }
+    if config
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(errors::bad_request("metadata.managedFields must be nil"));
+    }
+    let unknown = (kind.unknown_fields)(config);
+    if !unknown.is_empty() {
+        let fields: Vec<String> = unknown
+            .iter()
+            .map(|f| format!(".{f}: field not declared in schema"))
+            .collect();
+        return Err(errors::internal_unwrapped(format!(
+            "failed to create typed patch object (/{name}; {}, Kind={}): {}",
+            kind.api_version(),
+            kind.kind,
+            fields.join("\n")
+        )));
+    }
+    Ok(())
 }
 
 /// `DELETE .../<plural>/<name>`, honouring the request's `DeleteOptions`.

@@ -145,7 +145,7 @@ pub(crate) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         let spawned = std::thread::Builder::new()
             .name("testserver-conn".into())
             .spawn(move || {
-                serve_connection(&s, stream);
+                serve_connection(&s, stream, id);
                 s.conns.lock().remove(&id);
             });
         if let Ok(handle) = spawned {
@@ -168,7 +168,7 @@ pub(crate) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
 /// terabyte is cut off here, as by any server).
 const DRAIN_LIMIT: u64 = 256 << 20;
 
-fn serve_connection(shared: &Shared, stream: TcpStream) {
+fn serve_connection(shared: &Shared, stream: TcpStream, id: u64) {
     let _ = stream.set_nodelay(true);
     let raw = match stream.try_clone() {
         Ok(s) => s,
@@ -203,7 +203,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) {
                 break;
             }
         };
-        match handle(shared, &req, &mut reader) {
+        match handle(shared, &req, &mut reader, id) {
             Ok(true) if req.keep_alive => continue,
             _ => break,
         }
@@ -353,13 +353,25 @@ fn verb_of(method: &str, has_name: bool, watch: bool) -> &'static str {
     }
 }
 
-/// Handles one request; `Ok(true)` when the connection may serve another.
-fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::Result<bool> {
+/// Handles one request on connection `id`; `Ok(true)` when the connection may serve another.
+fn handle(
+    shared: &Shared,
+    req: &Request,
+    reader: &mut BufReader<Conn>,
+    id: u64,
+) -> io::Result<bool> {
     if req.path.starts_with(admin::PREFIX) {
-        let (resp, after) = admin::handle(shared, req);
-        http::write_response(reader.get_mut(), &resp, req.keep_alive, false)?;
-        after();
-        return Ok(true);
+        let (resp, restart) = admin::handle(shared, req);
+        let Some(restart) = restart else {
+            http::write_response(reader.get_mut(), &resp, req.keep_alive, false)?;
+            return Ok(true);
+        };
+        // Done before the answer (a caller that has it finds every other connection dropped
+        // and the data as the restart left it); this connection is answered, then closed.
+        shared.conns.lock().remove(&id);
+        restart();
+        http::write_response(reader.get_mut(), &resp, false, false)?;
+        return Ok(false);
     }
     let received = SystemTime::now();
     let epoch = shared.store.state.lock().epoch;
@@ -394,6 +406,7 @@ fn handle(shared: &Shared, req: &Request, reader: &mut BufReader<Conn>) -> io::R
         time: received,
         body: serde_json::from_slice(&req.body).ok(),
         user_agent: req.header("user-agent").map(str::to_string),
+        content_type: req.header("content-type").map(str::to_string),
         field_manager: req.query("fieldManager").map(str::to_string),
         uid_precondition: None,
         user: None,

@@ -176,7 +176,11 @@ impl Store {
     pub(crate) fn new(history_cap: usize) -> Self {
         Store {
             state: Mutex::new(State {
-                rv: 0,
+                // etcd's revision, and so every resourceVersion kube-apiserver answers,
+                // starts at 1: a list of an empty store must not answer "0", which a watch
+                // reads as "from whatever is current", not "from the start" (a create and
+                // delete between that list and its watch were never seen).
+                rv: 1,
                 objects: BTreeMap::new(),
                 history: VecDeque::new(),
                 history_start: 0,
@@ -233,8 +237,31 @@ impl Store {
         &self,
         kind: &'static Kind,
         ns: &str,
-        mut obj: Value,
+        obj: Value,
         manager: &str,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiErr> {
+        self.create_as(kind, ns, obj, Some(manager), dry_run)
+    }
+
+    /// [`create`](Self::create) of an object whose managedFields are already settled (a
+    /// server-side apply creating it): nothing is stamped.
+    pub(crate) fn create_settled(
+        &self,
+        kind: &'static Kind,
+        ns: &str,
+        obj: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiErr> {
+        self.create_as(kind, ns, obj, None, dry_run)
+    }
+
+    fn create_as(
+        &self,
+        kind: &'static Kind,
+        ns: &str,
+        mut obj: Value,
+        manager: Option<&str>,
         dry_run: bool,
     ) -> Result<Arc<Value>, ApiErr> {
         check_type(kind, &mut obj)?;
@@ -282,8 +309,10 @@ impl Store {
         }
         run_validation(kind, &mut obj, &name)?;
         self.admit(kind, &name, &obj)?;
-        if managedfields::resolve(None, &mut obj) != Sent::Reset {
-            managedfields::stamp(kind, None, &mut obj, manager, None);
+        if let Some(manager) = manager {
+            if managedfields::resolve(None, &mut obj) != Sent::Reset {
+                managedfields::stamp(kind, None, &mut obj, manager, None);
+            }
         }
         let mut st = self.state.lock();
         let key = (kind.plural, ns.to_string(), name.clone());
@@ -402,6 +431,34 @@ impl Store {
         dry_run: bool,
         change: impl FnOnce(&Value) -> Result<Value, ApiErr>,
     ) -> Result<Arc<Value>, ApiErr> {
+        self.update_as(kind, ns, name, status_only, Some(manager), dry_run, change)
+    }
+
+    /// [`update`](Self::update) where `change` settles the managedFields itself (a
+    /// server-side apply): nothing is stamped.
+    pub(crate) fn update_settled(
+        &self,
+        kind: &'static Kind,
+        ns: &str,
+        name: &str,
+        status_only: bool,
+        dry_run: bool,
+        change: impl FnOnce(&Value) -> Result<Value, ApiErr>,
+    ) -> Result<Arc<Value>, ApiErr> {
+        self.update_as(kind, ns, name, status_only, None, dry_run, change)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn update_as(
+        &self,
+        kind: &'static Kind,
+        ns: &str,
+        name: &str,
+        status_only: bool,
+        manager: Option<&str>,
+        dry_run: bool,
+        change: impl FnOnce(&Value) -> Result<Value, ApiErr>,
+    ) -> Result<Arc<Value>, ApiErr> {
         let mut st = self.state.lock();
         let key = (kind.plural, ns.to_string(), name.to_string());
         let cur = st
@@ -427,7 +484,16 @@ impl Store {
         }
         if status_only {
             let status = new.get("status").cloned();
+            let settled = new.pointer("/metadata/managedFields").cloned();
             new = (*cur).clone();
+            if manager.is_none() {
+                // An apply through /status settled the entries beside the status.
+                let meta = meta_mut(&mut new);
+                match settled {
+                    Some(mf) => meta.insert("managedFields".into(), mf),
+                    None => meta.remove("managedFields"),
+                };
+            }
             if let Some(m) = new.as_object_mut() {
                 match status {
                     Some(s) => m.insert("status".into(), s),
@@ -458,6 +524,7 @@ impl Store {
                     };
                 }
             }
+            super::core_kinds::carry_allocated(kind.plural, &cur, &mut new);
             run_validation(kind, &mut new, name)?;
             self.admit(kind, name, &new)?;
             if spec_part(&new) != spec_part(&cur) {
@@ -469,12 +536,15 @@ impl Store {
             }
         }
         meta_mut(&mut new).insert("resourceVersion".into(), json!(cur_rv));
-        let sent = managedfields::resolve(Some(&cur), &mut new);
+        let sent = match manager {
+            Some(_) => managedfields::resolve(Some(&cur), &mut new),
+            None => Sent::Replaced,
+        };
         if new == *cur {
             // A no-op update is not a write: same resourceVersion, no event, no new time.
             return Ok(cur);
         }
-        if sent != Sent::Reset {
+        if let (Some(manager), true) = (manager, sent != Sent::Reset) {
             let sub = status_only.then_some("status");
             managedfields::stamp(kind, Some(&cur), &mut new, manager, sub);
         }

@@ -47,6 +47,18 @@ pub fn wait_until_within(timeout: Duration, mut f: impl FnMut() -> bool) -> bool
     f()
 }
 
+/// A server the binary can be pointed at: the test server or the real kube-apiserver.
+pub trait Target {
+    /// A kubeconfig (YAML) with the server's admin credentials.
+    fn kubeconfig_text(&self) -> String;
+}
+
+impl Target for TestServer {
+    fn kubeconfig_text(&self) -> String {
+        self.kubeconfig()
+    }
+}
+
 /// A scratch directory with a `manifests/` folder, removed on drop.
 pub struct Scratch(pub PathBuf);
 
@@ -92,9 +104,9 @@ impl Scratch {
     }
 
     /// A kubeconfig for `server`.
-    pub fn kubeconfig(&self, server: &TestServer) -> PathBuf {
+    pub fn kubeconfig(&self, server: &(impl Target + ?Sized)) -> PathBuf {
         let path = self.0.join("kubeconfig");
-        server.write_kubeconfig(&path).unwrap();
+        std::fs::write(&path, server.kubeconfig_text()).unwrap();
         path
     }
 }
@@ -253,14 +265,19 @@ impl Proc {
     }
 
     /// `autoregister <command> --manifests <scratch> --kubeconfig <for server> <extra>`.
-    pub fn command(command: &str, server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
+    pub fn command(
+        command: &str,
+        server: &(impl Target + ?Sized),
+        scratch: &Scratch,
+        extra: &[&str],
+    ) -> Proc {
         Proc::command_env(command, server, scratch, extra, &[])
     }
 
     /// [`command`](Self::command) with `env` over the defaults.
     pub fn command_env(
         command: &str,
-        server: &TestServer,
+        server: &(impl Target + ?Sized),
         scratch: &Scratch,
         extra: &[&str],
         env: &[(&str, &str)],
@@ -279,13 +296,13 @@ impl Proc {
     }
 
     /// `autoregister run ...` (see [`command`](Self::command)).
-    pub fn run(server: &TestServer, scratch: &Scratch, extra: &[&str]) -> Proc {
+    pub fn run(server: &(impl Target + ?Sized), scratch: &Scratch, extra: &[&str]) -> Proc {
         Proc::command("run", server, scratch, extra)
     }
 
     /// [`run`](Self::run) with `env` over the defaults.
     pub fn run_env(
-        server: &TestServer,
+        server: &(impl Target + ?Sized),
         scratch: &Scratch,
         extra: &[&str],
         env: &[(&str, &str)],

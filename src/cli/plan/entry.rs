@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use autoregister::api::APIService;
 use autoregister::controller::ca::PlannedBundle;
+use autoregister::controller::fields::field_changes;
 use autoregister::controller::{Action, Cell, Decision, Ownership};
 
 use super::diff::{self, Change};
@@ -33,6 +34,9 @@ pub struct Entry {
     pub detail: Option<String>,
     /// For an update or adoption: the fields that would change.
     pub changes: Vec<Change>,
+    /// Fields of our object the manifest does not declare, left to the managers that set
+    /// them (`spec.caBundle` injected by cainjector).
+    pub kept: Vec<(String, Vec<String>)>,
     /// For a delete: why.
     pub why: Option<String>,
     /// The "once" rule, where it applies: what `run` does at its start and what a running
@@ -77,6 +81,7 @@ impl Entry {
             reason: d.reason,
             detail: None,
             changes: Vec::new(),
+            kept: Vec::new(),
             why: None,
             once: None,
             involves_us: desired || ours,
@@ -102,20 +107,16 @@ impl Entry {
             // A create's object is rendered when printed (a plan of thousands of creates
             // would otherwise hold each twice).
             Action::Create(_) => {}
-            Action::Update(obj) | Action::Adopt(obj) => {
+            Action::Update(a) | Action::Adopt(a) => {
                 if let Some(cur) = current {
-                    let old = serde_json::to_value(&cur.spec).unwrap_or(Value::Null);
-                    let new = serde_json::to_value(&obj.spec).unwrap_or(Value::Null);
-                    e.changes = diff::changes("spec", &old, &new);
-                    let key = &ownership.label_key;
-                    let (was, now) = (cur.metadata.label(key), obj.metadata.label(key));
-                    if was != now {
-                        e.changes.push(Change {
-                            field: format!("metadata.labels[{key:?}]"),
-                            old: was.map(|v| json!(v)),
-                            new: now.map(|v| json!(v)),
-                        });
-                    }
+                    e.changes = field_changes(&a.config, &a.differs, &a.released, cur)
+                        .into_iter()
+                        .map(|c| Change {
+                            field: c.field.to_string(),
+                            old: c.old,
+                            new: c.new,
+                        })
+                        .collect();
                 }
             }
             Action::Delete { .. } => {
@@ -159,6 +160,14 @@ impl Entry {
                 .collect();
             m.insert("changes".into(), Value::Array(changes));
         }
+        if !self.kept.is_empty() {
+            let kept: Vec<Value> = self
+                .kept
+                .iter()
+                .map(|(field, by)| json!({"field": field, "managers": by}))
+                .collect();
+            m.insert("kept".into(), Value::Array(kept));
+        }
         if let Some(o) = self.object() {
             m.insert("object".into(), o);
         }
@@ -197,6 +206,11 @@ impl Entry {
     pub fn detail_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         out.extend(self.changes.iter().map(Change::line));
+        out.extend(
+            self.kept
+                .iter()
+                .map(|(field, by)| format!("{field}: kept, set by {}", by.join(", "))),
+        );
         if let Action::Create(obj) = &self.action {
             if let Ok(spec) = serde_json::to_value(&obj.spec) {
                 out.extend(diff::leaves("spec", &spec));

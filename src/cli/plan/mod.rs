@@ -7,17 +7,20 @@ mod entry;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use autoregister::api::{APIService, Resource};
 use autoregister::client::{Api, Canceller, DeleteParams};
 use autoregister::controller::load;
-use autoregister::controller::{decide, Action, Current, Facts};
+use autoregister::controller::{decide, Action, Applied, Current, Facts};
 use autoregister::runtime::reflector::list_all;
 use crossbeam_channel::RecvTimeoutError;
 
 use super::args::{Output, PlanArgs};
+use super::signals::Stop;
 use super::{connect, exit, Failure};
 use entry::{DryRun, Entry};
 
@@ -28,18 +31,38 @@ const PLAN_SLACK: std::time::Duration = std::time::Duration::from_millis(500);
 /// round trip each in turn (the client's rate limit still applies).
 const DRY_RUN_THREADS: usize = 4;
 
-/// Runs `plan`; returns the exit code.
-pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
+/// Runs `plan`; returns the exit code. `stop` has been handling SIGTERM/SIGINT since before
+/// this began: a signal ends the plan at once (requests and an exec plugin cancelled, no
+/// dry-run write sent after it) with exit 1 and no plan printed, as it is incomplete.
+pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
     let o = &args.ownership;
     if let Some(w) = o.upstream_key_warning() {
         eprintln!("autoregister: warning: {w}");
     }
-    let ownership = o.ownership();
-    let mut desired = load(&args.manifests, &ownership.label_key).map_err(Failure::usage)?;
-    let client = connect::client(&args.kube)?.with_timeout(args.timeout);
+    let mut ownership = o.ownership();
+    let loaded = load(&args.manifests, &ownership.label_key);
+    if stop.signalled() {
+        return Err(stopped(stop));
+    }
+    let mut desired = loaded.map_err(Failure::usage)?;
+    let signalled = stop.flag();
+    let client = connect::client(&args.kube)?
+        .with_timeout(args.timeout)
+        // The handler's own flag: no dry-run write leaves after the signal.
+        .with_write_gate(Arc::new(move || match signalled.load(Ordering::SeqCst) {
+            true => Err("stopping: a signal was received".into()),
+            false => Ok(()),
+        }));
+    // The fieldManager `run` writes with: the program named by the User-Agent.
+    ownership.field_manager = client.config().program_name().to_string();
     // `--timeout` bounds every request (an exec plugin run included), and, with a little
-    // slack so a single hung request reports its own cause first, the whole plan.
+    // slack so a single hung request reports its own cause first, the whole plan. A
+    // signal cancels the same way, from the signal thread.
     let cancel = Canceller::new();
+    {
+        let cancel = cancel.clone();
+        stop.on_signal(move || cancel.cancel());
+    }
     let timer = {
         let cancel = cancel.clone();
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
@@ -57,6 +80,9 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     };
     let api: Api<APIService> = Api::all(client.clone().with_canceller(&cancel));
     let listed = list_all(&api, 500, None, &cancel);
+    if stop.signalled() {
+        return Err(stopped(stop));
+    }
     // One cause, one message: nothing can be planned without the list, whatever the count.
     let cannot_list = |why: String| {
         Failure::failed(format!(
@@ -89,7 +115,8 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         Err(e) => return Err(cannot_list(e.to_string())),
     };
     // CA bundles from their sources, read once each; a source that gives none holds its name.
-    let bundles = autoregister::controller::ca::fill_for_plan(&client, &mut desired);
+    // Through the canceller too: a signal (or the timeout) ends these reads as well.
+    let bundles = autoregister::controller::ca::fill_for_plan(api.client(), &mut desired);
     let names: BTreeSet<&String> = desired.keys().chain(existing.keys()).collect();
     let mut entries: Vec<Entry> = names
         .into_iter()
@@ -117,6 +144,17 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
                 d.action = Action::Blocked(format!("CA bundle not usable: {why}"));
             }
             let mut e = Entry::new(name, d, current, desired.contains_key(name), &ownership);
+            // Under each of our objects (and one we would adopt): fields left to others.
+            if let (Some(cur), Some(want)) = (current, desired.get(name)) {
+                if ownership.is_managed(cur) || matches!(e.action, Action::Adopt(_)) {
+                    e.kept = Applied::of(&ownership, want)
+                        .compare(cur, &ownership.field_manager)
+                        .kept
+                        .into_iter()
+                        .map(|(p, by)| (p.to_string(), by))
+                        .collect();
+                }
+            }
             e.ca = bundle;
             e.available = availability::column(current, &ownership);
             e.unavailable = availability::detail(current, &ownership);
@@ -140,12 +178,17 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         ),
     }
     if args.dry_run {
-        // The fieldManager `run` writes with: the program named by the User-Agent.
-        let manager = api.client().config().program_name().to_string();
-        let dry = api.clone().with_field_manager(manager).with_dry_run();
+        let dry = api
+            .clone()
+            .with_field_manager(ownership.field_manager.clone())
+            .with_dry_run();
         dry_run_all(&dry, &mut entries);
     }
     drop(timer);
+    // Cancelled lookups and dry runs would read as answers: nothing is printed.
+    if stop.signalled() {
+        return Err(stopped(stop));
+    }
     let refused = entries
         .iter()
         .filter(|e| matches!(e.dry_run, DryRun::Refused(_)))
@@ -162,6 +205,12 @@ pub fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         return Ok(exit::FAILED);
     }
     Ok(exit::OK)
+}
+
+/// A signal ended the plan before it was complete: exit 1 (not a plan), said once.
+fn stopped(stop: &Stop) -> Failure {
+    stop.wait_announced();
+    Failure::failed("stopped by a signal before the plan was complete; no plan printed")
 }
 
 /// Sends each planned write with `dryRun=All`, a few at a time, and records the answers.
@@ -196,7 +245,9 @@ fn dry_run_all(api: &Api<APIService>, entries: &mut [Entry]) {
 fn dry_run_one(api: &Api<APIService>, action: &Action) -> Result<(), String> {
     let sent = match action {
         Action::Create(obj) => api.create_unread(obj),
-        Action::Update(obj) | Action::Adopt(obj) => api.update_unread(obj),
+        // The same apply `run` sends (its takeover of managedFields is bookkeeping, and
+        // not sent: a dry run of it would not make the apply see it).
+        Action::Update(a) | Action::Adopt(a) => api.apply_unread(&a.config, true),
         Action::Delete { name, uid } => api.delete(
             name,
             &DeleteParams {

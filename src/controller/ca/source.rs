@@ -16,6 +16,26 @@ pub const INJECT_CA_FROM_FILE: &str = "autoregister.dev/inject-ca-from-file";
 pub const DEFAULT_CA_KEY: &str = "ca.crt";
 
 /// A source of a CA bundle.
+///
+/// Named on an APIService by an annotation; the controller then keeps `spec.caBundle`
+/// equal to the source's PEM certificates as it rotates, and never writes a bundle from a
+/// source that is missing or holds no certificate.
+///
+/// # Example
+///
+/// ```
+/// use autoregister::{APIService, APIServiceSpec, CaSource};
+///
+/// let mut api = APIService::new("v1alpha1.example.com", APIServiceSpec::default());
+/// let source = CaSource::Secret {
+///     namespace: "example".into(),
+///     name: "example-apiserver-tls".into(),
+///     key: "ca.crt".into(),
+/// };
+/// source.annotate(&mut api);
+/// // The annotation `autoregister.dev/inject-ca-from-secret: example/example-apiserver-tls:ca.crt`:
+/// assert_eq!(CaSource::of(&api), Ok(Some(source)));
+/// ```
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CaSource {

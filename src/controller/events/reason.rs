@@ -36,11 +36,14 @@ pub enum EventReason {
     CABundleInvalid,
     /// The APIService's CA bundle expires soon (Warning, action `Check`).
     CABundleExpiring,
+    /// Another manager keeps rewriting a field the manifest declares, and we keep putting
+    /// it back (Warning, action `Update`): named once per fight, with the field and writer.
+    FieldFight,
 }
 
 impl EventReason {
     /// Every reason, for documentation and tests.
-    pub const ALL: [EventReason; 13] = [
+    pub const ALL: [EventReason; 14] = [
         EventReason::Registered,
         EventReason::Updated,
         EventReason::Deregistered,
@@ -54,6 +57,7 @@ impl EventReason {
         EventReason::Rejected,
         EventReason::CABundleInvalid,
         EventReason::CABundleExpiring,
+        EventReason::FieldFight,
     ];
 
     /// The Event's `reason`, CamelCase as Kubernetes writes them.
@@ -72,6 +76,7 @@ impl EventReason {
             EventReason::Rejected => "Rejected",
             EventReason::CABundleInvalid => "CABundleInvalid",
             EventReason::CABundleExpiring => "CABundleExpiring",
+            EventReason::FieldFight => "FieldFight",
         }
     }
 
@@ -84,7 +89,8 @@ impl EventReason {
             | EventReason::Unavailable
             | EventReason::Withdrawn
             | EventReason::CABundleInvalid
-            | EventReason::CABundleExpiring => "Warning",
+            | EventReason::CABundleExpiring
+            | EventReason::FieldFight => "Warning",
             _ => "Normal",
         }
     }
@@ -103,6 +109,7 @@ impl EventReason {
             EventReason::Rejected => "Write",
             EventReason::CABundleInvalid => "Update",
             EventReason::CABundleExpiring => "Check",
+            EventReason::FieldFight => "Update",
         }
     }
 }

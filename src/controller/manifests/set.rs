@@ -143,6 +143,34 @@ impl ManifestSet {
 }
 
 /// Reads PATH once; any error fails the whole load (for `plan` and start-up).
+///
+/// PATH is a file or a directory of `*.yaml`, `*.yml` and `*.json` files, checked as the
+/// `autoregister` binary checks its manifests; `label_key` is the ownership label whose
+/// value `onstart` asks for a sync on start. Errors name the file, the line and the field.
+///
+/// # Example
+///
+/// ```
+/// use autoregister::{load_manifests, Controller, SyncMode};
+/// # let dir = std::env::temp_dir().join(format!("autoregister-doc-load-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// # std::fs::write(dir.join("local.yaml"), "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.example.com\n  labels: {example.com/registered-by: onstart}\nspec: {group: example.com, version: v1, groupPriorityMinimum: 1000, versionPriority: 15}\n")?;
+///
+/// let desired = load_manifests(&dir, "example.com/registered-by")
+///     .map_err(|errors| format!("{errors:?}"))?;
+/// assert_eq!(desired["v1.example.com"].mode, SyncMode::OnStart);
+/// # let register = |c: &Controller| {
+/// // Handed to a controller by mode:
+/// for entry in desired.values() {
+///     match entry.mode {
+///         SyncMode::OnStart => c.add_api_service_to_sync_on_start(entry.object.clone()),
+///         _ => c.add_api_service_to_sync(entry.object.clone()),
+///     }
+/// }
+/// # };
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn load(path: &Path, label_key: &str) -> Result<BTreeMap<String, Desired>, Vec<ManifestError>> {
     let reload = ManifestSet::new(path, label_key).reload();
     if reload.errors.is_empty() {

@@ -339,14 +339,21 @@ impl Runner {
     fn fail(&mut self, what: &'static str, e: &Error) -> bool {
         self.shutdown
             .set_failure(Some(format!("{what} failing: {e}")));
-        if let (Some(r), true) = (&self.opts.reachability, e.is_unreachable()) {
-            r.lost(&e.to_string());
-        }
+        // An unreachable server is reported once, by the gate's subscriber ("the API server
+        // cannot be reached …"): one cause, one warning, whichever kind noticed it first.
+        let gated = match (&self.opts.reachability, e.is_unreachable()) {
+            (Some(r), true) => {
+                r.lost(&e.to_string());
+                true
+            }
+            _ => false,
+        };
         if self.failing != Some(what) {
-            log::warn!(
-                "{}: {what} failing: {e}; retrying with backoff",
-                self.plural
-            );
+            if gated {
+                log::debug!("{}: {what} failing: {e}; retrying with backoff", self.plural);
+            } else {
+                log::warn!("{}: {what} failing: {e}; retrying with backoff", self.plural);
+            }
             self.failing = Some(what);
         } else {
             log::debug!("{}: {what} still failing: {e}", self.plural);

@@ -15,6 +15,8 @@
 
 mod availability;
 mod builtins;
+mod discovery_check;
+mod prober;
 mod rules;
 mod writes;
 
@@ -77,8 +79,10 @@ pub(crate) struct KubeApiserver {
     last_pass: Mutex<Option<(u64, u64)>>,
     pass_done: Condvar,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// The availability controller's discovery-check switch.
-    discovery: availability::DiscoverySwitch,
+    /// kube-aggregator's availability controller: its memory and discovery checks.
+    availability: availability::Availability,
+    /// The thread re-running the discovery checks.
+    prober: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn crd_desired(group: &str, version: &str) -> (String, Desired) {
@@ -125,7 +129,8 @@ impl KubeApiserver {
             last_pass: Mutex::new(None),
             pass_done: Condvar::new(),
             thread: Mutex::new(None),
-            discovery: availability::DiscoverySwitch::default(),
+            availability: availability::Availability::default(),
+            prober: Mutex::new(None),
         }
     }
 
@@ -139,8 +144,27 @@ impl KubeApiserver {
             .name("testserver-kube-apiserver".into())
             .spawn(move || run(&s))?;
         *kas.thread.lock() = Some(handle);
+        let weak = Arc::downgrade(shared);
+        let prober = std::thread::Builder::new()
+            .name("testserver-discovery".into())
+            .spawn(move || {
+                if let Some(kas) = weak.upgrade().as_ref().and_then(|s| s.kas.as_ref()) {
+                    kas.availability.prober.run(&weak);
+                }
+            })?;
+        *kas.prober.lock() = Some(prober);
         kas.wait_pass(0);
         Ok(())
+    }
+
+    /// Makes the thread run a pass (a discovery check's result changed).
+    pub(crate) fn poke(&self, shared: &Shared) {
+        // Bumped under the store lock, as in `set_crd_group`.
+        {
+            let _st = shared.store.state.lock();
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+        shared.store.changed.notify_all();
     }
 
     /// Waits (bounded) until a pass of `epoch` or later, seeing the current desired set, ended.
@@ -179,33 +203,19 @@ impl KubeApiserver {
         self.wait_pass(epoch);
     }
 
-    /// Makes the discovery check of a Service's APIServices fail (or pass again); returns once
-    /// a pass has seen it.
-    pub(crate) fn set_discovery_failing(
-        &self,
-        shared: &Shared,
-        namespace: &str,
-        service: &str,
-        failing: bool,
-    ) {
-        self.discovery.set(namespace, service, failing);
-        let epoch = {
-            let st = shared.store.state.lock();
-            self.generation.fetch_add(1, Ordering::SeqCst);
-            st.epoch
-        };
-        shared.store.changed.notify_all();
-        self.wait_pass(epoch);
-    }
-
     /// Every write so far, oldest first.
     pub(crate) fn writes(&self) -> Vec<KubeApiserverWrite> {
         self.writes.lock().clone()
     }
 
-    /// Joins the thread (after the store was shut down).
+    /// Joins the threads (after the store was shut down); discovery checks in flight end
+    /// on their own within their timeout.
     pub(crate) fn join(&self) {
-        if let Some(t) = self.thread.lock().take() {
+        self.availability.prober.stop();
+        for t in [self.thread.lock().take(), self.prober.lock().take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = t.join();
         }
     }
@@ -219,7 +229,7 @@ struct ProcessState {
     at_start: HashSet<String>,
 }
 
-fn run(shared: &Shared) {
+fn run(shared: &Arc<Shared>) {
     let Some(kas) = shared.kas.as_ref() else {
         return;
     };
@@ -271,7 +281,7 @@ fn run(shared: &Shared) {
         let desired = kas.desired.lock().clone();
         retry = pass(shared, kas, &mut proc, &desired, &current);
         // kube-aggregator's availability controller, for APIServices backed by a Service.
-        retry |= availability::pass(shared, &kas.discovery);
+        retry |= availability::pass(shared, &Arc::downgrade(shared), &kas.availability);
         *kas.last_pass.lock() = Some((epoch, generation));
         kas.pass_done.notify_all();
     }

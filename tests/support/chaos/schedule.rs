@@ -82,7 +82,7 @@ const KINDS: &[(u32, MakeStep)] = &[
         verb: *r.pick(&[
             None,
             Some("create"),
-            Some("update"),
+            Some("patch"),
             Some("delete"),
             Some("list"),
             Some("watch"),

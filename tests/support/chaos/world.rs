@@ -274,10 +274,10 @@ impl World {
             ]);
         }
         let mut p = Proc::run_with_kubeconfig(&kubeconfig, &self.scratch, &args);
-        // Steps wait until it has read the manifests and installed its signal handlers
-        // (a SIGTERM in its first milliseconds kills it by the default action; a file
-        // truncated before it read PATH makes it exit 2 as a bad manifest). A replica
-        // waiting for the lease has done both.
+        // Steps wait until it has read the manifests (a file truncated before it read PATH
+        // makes it exit 2 as a bad manifest) and connected: a SIGTERM then stops a running
+        // controller, which is what a restart tests. A replica waiting for the lease has
+        // done both.
         crate::binary::wait_until_within(Duration::from_secs(10), || {
             let log = p.log();
             log.contains(" started: ")

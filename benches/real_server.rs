@@ -1,0 +1,268 @@
+//! The controller on the real kube-apiserver (`make kube`): converging N APIServices with
+//! `run --once`, 2 workers, beside the raw floor measured in the same run — the same N
+//! writes sent from 2 keep-alive connections, no controller — for creates and for updates
+//! of every object, median of R rounds, each round on fresh names. The floor is measured
+//! with the write the controller makes (server-side apply) and with create/update, so the
+//! cost of apply to the server shows as its own ratio. Per round: the slowest controller
+//! run and its requests by verb and code, to find what slow rounds do.
+//!
+//! `cargo bench --features testing --bench real_server -- [--rounds R] [--n N]`
+//! `BENCH_BINS=label=path,...` names the binaries (default: the release build).
+
+#[path = "../tests/support/binary.rs"]
+mod binary;
+#[path = "../tests/support/kube.rs"]
+mod kube;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use autoregister::api::{APIService, APIServiceSpec, ServiceReference};
+use autoregister::client::{Api, ListParams};
+
+const WORKERS: usize = 2;
+const LABEL: &str = "bench.autoregister.test/owner";
+
+fn main() {
+    let mut rounds = 5usize;
+    let mut n = 1000usize;
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    while let Some(a) = args.next() {
+        let mut num = || args.next().and_then(|v| v.parse().ok());
+        match a.as_str() {
+            "--rounds" => rounds = num().unwrap_or(rounds),
+            "--n" => n = num().unwrap_or(n),
+            _ => {}
+        }
+    }
+    let k = kube::kube();
+    let bins = binaries();
+    println!("real kube-apiserver, {n} APIServices, {WORKERS} workers, median of {rounds} rounds");
+    let mut results: Vec<(String, Vec<Duration>, Vec<Duration>)> = Vec::new();
+    let mut floors = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    let mut round_id = 0;
+    for _ in 0..rounds {
+        // The floors: create/update with POST/PUT, and with server-side apply.
+        for (i, apply) in [false, true].into_iter().enumerate() {
+            for (j, update) in [false, true].into_iter().enumerate() {
+                round_id += 1;
+                let objs = objects(n, round_id, if update { 20 } else { 10 });
+                floors[i * 2 + j].push(floor(k, &objs, apply, update));
+                clean(k, round_id);
+            }
+        }
+        for (label, path) in &bins {
+            round_id += 1;
+            let (create, update) = controller(k, path, n, round_id);
+            clean(k, round_id);
+            match results.iter_mut().find(|r| &r.0 == label) {
+                Some(r) => {
+                    r.1.push(create);
+                    r.2.push(update);
+                }
+                None => results.push((label.clone(), vec![create], vec![update])),
+            }
+        }
+    }
+    let [fc, fu, ac, au] = floors.map(median);
+    println!();
+    println!("| what | create {n} | update {n} |");
+    println!("|---|---|---|");
+    println!("| raw floor, POST / PUT | {} | {} |", secs(fc), secs(fu));
+    println!(
+        "| raw floor, server-side apply | {} ({:.2}×) | {} ({:.2}×) |",
+        secs(ac),
+        ratio(ac, fc),
+        secs(au),
+        ratio(au, fu)
+    );
+    for (label, c, u) in results {
+        let (worst_c, worst_u) = (*c.iter().max().unwrap(), *u.iter().max().unwrap());
+        let (c, u) = (median(c), median(u));
+        println!(
+            "| autoregister ({label}), median | {} ({:.2}× POST, {:.2}× apply) | {} ({:.2}× PUT, {:.2}× apply) |",
+            secs(c),
+            ratio(c, fc),
+            ratio(c, ac),
+            secs(u),
+            ratio(u, fu),
+            ratio(u, au)
+        );
+        println!(
+            "| autoregister ({label}), slowest | {} ({:.2}× POST) | {} ({:.2}× PUT) |",
+            secs(worst_c),
+            ratio(worst_c, fc),
+            secs(worst_u),
+            ratio(worst_u, fu)
+        );
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn binaries() -> Vec<(String, String)> {
+    match std::env::var("BENCH_BINS") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|entry| entry.split_once('='))
+            .map(|(l, p)| (l.to_string(), p.to_string()))
+            .collect(),
+        Err(_) => vec![(
+            "release".to_string(),
+            env!("CARGO_BIN_EXE_autoregister").to_string(),
+        )],
+    }
+}
+
+fn group(i: usize, round: usize) -> String {
+    format!("g{i}.r{round}.bench.example.com")
+}
+
+fn spec(i: usize, round: usize, priority: i32) -> APIServiceSpec {
+    APIServiceSpec {
+        service: Some(ServiceReference {
+            namespace: "bench".into(),
+            name: "api".into(),
+            port: Some(443),
+            ..Default::default()
+        }),
+        group: group(i, round).as_str().into(),
+        version: "v1".into(),
+        insecure_skip_tls_verify: true,
+        group_priority_minimum: 100,
+        version_priority: priority,
+        ..Default::default()
+    }
+}
+
+/// The N objects of a round, labelled as the controller labels what it creates.
+fn objects(n: usize, round: usize, priority: i32) -> Vec<APIService> {
+    (0..n)
+        .map(|i| {
+            let mut a =
+                APIService::new(format!("v1.{}", group(i, round)), spec(i, round, priority));
+            a.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(LABEL.into(), "true".into());
+            a
+        })
+        .collect()
+}
+
+/// The N writes from `WORKERS` keep-alive connections: creates, or (with `update`) updates
+/// of the objects created just before (not timed); with `apply`, as server-side applies.
+fn floor(k: &kube::Kube, objs: &[APIService], apply: bool, update: bool) -> Duration {
+    let apis: Vec<Api<APIService>> = (0..WORKERS)
+        .map(|_| Api::all(k.client()).with_field_manager("bench"))
+        .collect();
+    let mut objs = objs.to_vec();
+    if update {
+        let mut first = objs.clone();
+        for o in &mut first {
+            o.spec.version_priority = 10;
+        }
+        write_all(&apis, &first, false, false);
+        let stored = Api::<APIService>::all(k.client())
+            .list(&ListParams {
+                label_selector: Some(LABEL.into()),
+                ..Default::default()
+            })
+            .unwrap();
+        for o in &mut objs {
+            let rv = stored
+                .items
+                .iter()
+                .find(|s| s.metadata.name == o.metadata.name)
+                .and_then(|s| s.metadata.resource_version.clone());
+            o.metadata.resource_version = rv;
+        }
+    }
+    let start = Instant::now();
+    write_all(&apis, &objs, apply, update);
+    start.elapsed()
+}
+
+fn write_all(apis: &[Api<APIService>], objs: &[APIService], apply: bool, update: bool) {
+    std::thread::scope(|s| {
+        for (w, api) in apis.iter().enumerate() {
+            s.spawn(move || {
+                for o in objs.iter().skip(w).step_by(apis.len()) {
+                    let r = if apply {
+                        let mut body = o.clone();
+                        body.metadata.resource_version = None;
+                        api.apply_unread(&body, true)
+                    } else if update {
+                        api.update_unread(o)
+                    } else {
+                        api.create_unread(o)
+                    };
+                    r.unwrap();
+                }
+            });
+        }
+    });
+}
+
+/// `run --once` converging the round's N creates, then N updates: (create, update) times.
+fn controller(k: &kube::Kube, bin: &str, n: usize, round: usize) -> (Duration, Duration) {
+    let dir = k.scratch(&format!("bench-{round}"));
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, binary::Target::kubeconfig_text(k)).unwrap();
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let mut times = Vec::new();
+    for priority in [10, 20] {
+        let docs: Vec<String> = objects(n, round, priority)
+            .iter()
+            .map(|o| serde_json::to_string(o).unwrap())
+            .collect();
+        std::fs::write(manifests.join("all.yaml"), docs.join("\n---\n")).unwrap();
+        let start = Instant::now();
+        let out = Command::new(bin)
+            .args(["run", "--once", "--timeout", "300s", "--label-key", LABEL])
+            .arg("--manifests")
+            .arg(&manifests)
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        times.push(start.elapsed());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (times[0], times[1])
+}
+
+/// Deletes a round's objects (not timed).
+fn clean(k: &kube::Kube, _round: usize) {
+    let (ok, out, err) = k.kubectl(&["delete", "apiservices", "-l", LABEL, "--wait=false"]);
+    assert!(ok, "{out}{err}");
+    let api = Api::<APIService>::all(k.client());
+    while !api
+        .list(&ListParams {
+            label_selector: Some(LABEL.into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .items
+        .is_empty()
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,0 +1,291 @@
+//! Our writes of declared fields: what our last apply says about the next one (our own
+//! not yet seen, or a put-back of what someone undid, paced in a fight), the takeover of
+//! `managedFields` and the apply itself, and the report of a fight over fields.
+
+use std::time::{Duration, Instant};
+
+use log::{debug, warn};
+
+use super::decision::{Action, Apply};
+use super::events::EventReason;
+use super::fields::{self, Applied, Takeover};
+use super::fights::FIGHT_WINDOW;
+use super::state::LastApply;
+use super::sync::SyncContext;
+use crate::api::{APIService, FieldPath, Resource, Status};
+use crate::client::{Error, ListParams};
+
+/// How long our own apply may take to show in the cache before the same apply is sent
+/// again: past this, a cache that still shows the object it was decided on is not our
+/// watch lagging behind.
+pub(crate) const APPLY_UNSEEN_FOR: Duration = Duration::from_secs(30);
+
+/// ` [spec.caBundle; releases metadata.labels["x"]]`: what an apply changes, for its log line.
+pub(crate) fn describe(a: &Apply) -> String {
+    let list = |paths: &[FieldPath]| {
+        paths
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (a.differs.is_empty(), a.released.is_empty()) {
+        (true, true) => String::new(),
+        (false, true) => format!(" [{}]", list(&a.differs)),
+        (true, false) => format!(" [releases {}]", list(&a.released)),
+        (false, false) => format!(" [{}; releases {}]", list(&a.differs), list(&a.released)),
+    }
+}
+
+/// Server-side apply of `a`, after moving the ownership it takes over into our apply
+/// entry: a JSON patch of `managedFields` guarded by the resourceVersion, as kubectl's
+/// `csaupgrade` sends it, so that the apply can release what older writes of ours (or an
+/// adopted object's writers) own.
+pub(crate) fn send(
+    cx: &SyncContext<'_>,
+    name: &str,
+    a: &Apply,
+    taken_over: &mut Option<Box<str>>,
+) -> Result<(), Error> {
+    if a.takeover != Takeover::None {
+        *taken_over = take_over(cx, name, a)?;
+    }
+    cx.api.apply_unread(&a.config, true)
+}
+
+/// Moves ownership as `a.takeover` says; answers the resourceVersion it wrote, if it did.
+fn take_over(cx: &SyncContext<'_>, name: &str, a: &Apply) -> Result<Option<Box<str>>, Error> {
+    // Read by a list of that one name: the cache has no managedFields, and the grant to
+    // list is there already (one to get would be for this read alone).
+    let live = cx
+        .api
+        .list(&ListParams {
+            field_selector: Some(format!("metadata.name={name}")),
+            ..Default::default()
+        })?
+        .items
+        .into_iter()
+        .find(|o| o.name() == name);
+    let Some(live) = live else {
+        return Err(Error::from_status(Status::failure(
+            404,
+            "NotFound",
+            format!("{name} was deleted since it was read"),
+        )));
+    };
+    if live.metadata.uid != a.config.metadata.uid {
+        // Replaced since the decision: its watch event decides the name again.
+        return Err(Error::from_status(Status::failure(
+            409,
+            "Conflict",
+            format!("{name} was replaced by another object since it was read"),
+        )));
+    }
+    let Some(entries) = live.metadata.managed_fields.as_ref().map(|m| m.to_value()) else {
+        return Ok(None);
+    };
+    let declared: Vec<FieldPath> = Applied::from_config(a.config.clone())
+        .declared()
+        .cloned()
+        .collect();
+    let Some(list) = fields::takeover(
+        &entries,
+        &cx.ownership.field_manager,
+        &declared,
+        a.takeover,
+        &APIService::api_version(),
+    ) else {
+        return Ok(None);
+    };
+    let ops = serde_json::json!([
+        {"op": "replace", "path": "/metadata/managedFields", "value": list},
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": live.metadata.resource_version},
+    ]);
+    let patched = cx.api.json_patch(name, &ops)?;
+    debug!(
+        "{name}: ownership moved into our apply entry ({})",
+        match a.takeover {
+            Takeover::Adoption => "adoption",
+            _ => "our update entry",
+        }
+    );
+    Ok(patched.metadata.resource_version)
+}
+
+/// What an applied configuration sets, hashed (not the UID an apply carries, which names
+/// the object, not a field).
+pub(crate) fn config_fingerprint(config: &APIService) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut v = serde_json::to_value(config).ok()?;
+    if let Some(m) = v
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        m.remove("uid");
+    }
+    v.to_string().hash(&mut h);
+    Some(h.finish())
+}
+
+/// A put-back of declared fields someone else changed (`contest`, their writers from
+/// `managedFields`): counted and paced (the next put-back waits); when it amounts to a
+/// fight, reported once by log line and Warning Event `FieldFight`, naming the fields and
+/// the other writers.
+pub(crate) fn fight_over_fields(
+    cx: &SyncContext<'_>,
+    name: &str,
+    uid: Option<&str>,
+    contest: &Contest,
+) {
+    let contested = cx.fights.contested_write(name, Instant::now());
+    let Some(fight) = contested.fight else {
+        return;
+    };
+    let note = field_fight_note(&contest.fields, &contest.by);
+    warn!(
+        "{name}: FieldFight: {note} ({} writes within {}s putting it back)",
+        fight.writes,
+        FIGHT_WINDOW.as_secs()
+    );
+    cx.report
+        .events
+        .record(name, uid, EventReason::FieldFight, &note);
+}
+
+/// `spec.caBundle is also written by cainjector; remove it from the manifest or the
+/// injector's annotation`.
+pub(crate) fn field_fight_note(fields: &[String], others: &[String]) -> String {
+    let what = if fields.is_empty() {
+        "a declared field".to_string()
+    } else {
+        fields.join(", ")
+    };
+    let verb = if fields.len() > 1 { "are" } else { "is" };
+    let who = if others.is_empty() {
+        "another writer".to_string()
+    } else {
+        others.join(" and ")
+    };
+    let remedy = if fields.iter().all(|f| f == "spec.caBundle") && !fields.is_empty() {
+        "remove it from the manifest or the injector's annotation".to_string()
+    } else {
+        format!(
+            "remove {} from the manifest or stop {who} writing {}",
+            if fields.len() > 1 { "them" } else { "it" },
+            if fields.len() > 1 { "them" } else { "it" },
+        )
+    };
+    format!("{what} {verb} also written by {who}; {remedy}")
+}
+
+/// What our last apply to a name says about this write.
+pub(crate) struct Prior {
+    /// The cached object's resourceVersion the write is decided on.
+    pub(crate) cached_rv: Option<Box<str>>,
+    /// What the write sends, hashed (a create sends the configuration an apply would).
+    written: Option<u64>,
+    /// The same apply as our last, to an object that changed since: someone undid it.
+    pub(crate) put_back: bool,
+}
+
+/// Why a write is not sent now.
+pub(crate) enum NotNow {
+    /// Our last apply has not reached the cache yet: the same write again would be one the
+    /// server already has.
+    Unseen,
+    /// A put-back inside its fight's pace: decide again after this long.
+    Paced(Duration),
+}
+
+/// What our last apply says about `action` on `name`.
+pub(crate) fn prior(cx: &SyncContext<'_>, name: &str, action: &Action) -> Result<Prior, NotNow> {
+    let cached_rv = cx
+        .store
+        .get(name)
+        .and_then(|o| o.metadata.resource_version.clone());
+    let written = match action {
+        Action::Create(o) => config_fingerprint(o),
+        Action::Update(a) | Action::Adopt(a) => config_fingerprint(&a.config),
+        _ => None,
+    };
+    let applying = matches!(action, Action::Update(_) | Action::Adopt(_));
+    let last = cx.state.last_apply(name);
+    if let (true, Some(last)) = (applying, &last) {
+        if last.based_on.contains(&cached_rv) && last.at.elapsed() < APPLY_UNSEEN_FOR {
+            return Err(NotNow::Unseen);
+        }
+    }
+    let put_back = matches!(action, Action::Update(_))
+        && cx.state.synced_once(name)
+        && written.is_some()
+        && last.map(|l| l.fingerprint) == written;
+    if put_back {
+        if let Some(wait) = cx.fights.wait_before_put_back(name, Instant::now()) {
+            return Err(NotNow::Paced(wait));
+        }
+    }
+    Ok(Prior {
+        cached_rv,
+        written,
+        put_back,
+    })
+}
+
+/// The fields a put-back restores, and the other managers that own them now.
+pub(crate) struct Contest {
+    /// The fields, as `spec.caBundle`.
+    pub(crate) fields: Vec<String>,
+    /// Their other owners, from `managedFields`.
+    pub(crate) by: Vec<String>,
+}
+
+/// For a put-back: what it restores and from whom (read before the apply makes it ours).
+pub(crate) fn contest(
+    cx: &SyncContext<'_>,
+    name: &str,
+    action: &Action,
+    prior: &Prior,
+) -> Option<Contest> {
+    let Action::Update(a) = action else {
+        return None;
+    };
+    if !prior.put_back {
+        return None;
+    }
+    let by = cx
+        .store
+        .get(name)
+        .and_then(|o| o.metadata.field_ownership())
+        .map(|o| {
+            fields::others_owning(&o, &a.differs, &cx.ownership.field_manager)
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Contest {
+        fields: a.differs.iter().map(ToString::to_string).collect(),
+        by,
+    })
+}
+
+/// Remembers a successful create or apply of `name` (`taken_over`: the resourceVersion
+/// our takeover wrote just before the apply).
+pub(crate) fn note_written(
+    cx: &SyncContext<'_>,
+    name: &str,
+    prior: &Prior,
+    taken_over: Option<Box<str>>,
+) {
+    if let Some(fp) = prior.written {
+        cx.state.note_applied(
+            name,
+            LastApply {
+                fingerprint: fp,
+                based_on: vec![prior.cached_rv.clone(), taken_over],
+                at: Instant::now(),
+            },
+        );
+    }
+}

@@ -1,0 +1,621 @@
+//! Field ownership of our writes (server-side apply): the configuration a desired entry
+//! declares, how an object and its `managedFields` compare with it, and how ownership
+//! written by `update` moves to our apply.
+//!
+//! We own exactly the fields the manifest declares (plus our ownership label): an apply
+//! sends them, kube-apiserver records them as our `Apply` entry, and fields other managers
+//! write (an injected `caBundle`, a webhook's default) are theirs: never compared, never
+//! removed. A field we stop declaring is released by the next apply (the server removes
+//! it unless another manager owns it); we know what we declared before from our own
+//! `Apply` entry, which is what the server says we own.
+
+use std::collections::BTreeSet;
+
+use serde_json::{json, Map, Value};
+
+use super::decision::{Desired, Ownership};
+use crate::api::{APIService, FieldOwnership, FieldPath, Operation, Resource};
+
+/// What the server sets in an APIService the manifest leaves unset
+/// (`SetDefaults_ServiceReference` in kube-aggregator's `apiregistration/v1/defaults.go`):
+/// a field our old `update` entry owns only because it was defaulted is not "ours".
+const DEFAULTS: &[(&[&str], i64)] = &[(&["spec", "service", "port"], 443)];
+
+/// Our applied configuration for one desired entry, and each field it declares.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Applied {
+    /// What an apply (or a create) sends: name, our label, the manifest's labels,
+    /// annotations, finalizers and owner references, and its spec.
+    pub config: APIService,
+    /// Each declared field with its value, sorted by path.
+    declared: Vec<(FieldPath, Value)>,
+}
+
+impl Applied {
+    /// The configuration `ownership` applies for `desired` (its CA bundle filled in).
+    pub fn of(ownership: &Ownership, desired: &Desired) -> Applied {
+        let labelled = ownership.labelled(&desired.object, desired.mode);
+        let mut config = APIService::new(labelled.name(), labelled.spec.clone());
+        config.metadata.labels = labelled.metadata.labels.clone();
+        config.metadata.annotations = labelled.metadata.annotations.clone();
+        for key in ["finalizers", "ownerReferences"] {
+            if let Some(v) = labelled.metadata.extra.get(key) {
+                config.metadata.extra.insert(key.to_string(), v.clone());
+            }
+        }
+        Applied::from_config(config)
+    }
+
+    /// A configuration as it is: what it sets is what it declares.
+    pub fn from_config(config: APIService) -> Applied {
+        let mut declared = Vec::new();
+        if let Ok(v) = serde_json::to_value(&config) {
+            leaves(&scoped(&v), &mut Vec::new(), &mut declared);
+        }
+        declared.sort_by(|a, b| a.0.cmp(&b.0));
+        Applied { config, declared }
+    }
+
+    /// The declared fields.
+    pub fn declared(&self) -> impl Iterator<Item = &FieldPath> {
+        self.declared.iter().map(|(p, _)| p)
+    }
+
+    /// Whether `path` is declared: a declared field, a field inside one, or a map or struct
+    /// holding one.
+    fn declares(&self, path: &FieldPath) -> bool {
+        self.declared
+            .iter()
+            .any(|(d, _)| d.is_within(path) || path.is_within(d))
+    }
+
+    /// How `current` compares with this configuration, for `manager`'s writes.
+    pub fn compare(&self, current: &APIService, manager: &str) -> Comparison {
+        let object = serde_json::to_value(current).unwrap_or(Value::Null);
+        let differs: Vec<FieldPath> = self
+            .declared
+            .iter()
+            .filter(|(p, v)| value_at(&object, p) != Some(v))
+            .map(|(p, _)| p.clone())
+            .collect();
+        let owners = current.metadata.field_ownership();
+        let owners = owners.as_deref();
+        let entry = |op| owners.and_then(|o| o.entry(manager, op));
+        let applied = entry(Operation::Apply);
+        let updated = entry(Operation::Update);
+        let mut released = BTreeSet::new();
+        for (field, by_update_only) in applied
+            .iter()
+            .flat_map(|e| e.fields.iter().map(|f| (f, false)))
+            .chain(
+                updated
+                    .iter()
+                    .flat_map(|e| e.fields.iter().map(|f| (f, true))),
+            )
+        {
+            // Releasing what the object does not hold changes nothing; a default our old
+            // entry owns for having created the object comes back as it was.
+            let present = value_at(&object, field);
+            let defaulted = by_update_only
+                && present.is_some_and(|v| is_default(field, v))
+                && !applied.is_some_and(|a| a.fields.contains(field));
+            if present.is_some() && !defaulted && !self.declares(field) {
+                released.insert(field.clone());
+            }
+        }
+        let mut kept = Vec::new();
+        let mut fields = Vec::new();
+        leaves(&scoped(&object), &mut Vec::new(), &mut fields);
+        for (p, _) in fields {
+            if self.declares(&p) {
+                continue;
+            }
+            let by: Vec<String> = owners
+                .map(|o| o.owners_of(&p, manager))
+                .unwrap_or_default()
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+            if !by.is_empty() {
+                kept.push((p, by));
+            }
+        }
+        // Only a release needs our update entry moved first: the apply releases what our
+        // apply entry held, and that entry would keep the rest. Any other apply takes what
+        // it changes from it anyway, so a create (which writes with update) costs no
+        // extra write until a field is dropped.
+        let migrate = updated.is_some_and(|u| released.iter().any(|r| u.touches(r)));
+        Comparison {
+            differs,
+            released: released.into_iter().collect(),
+            migrate,
+            kept,
+        }
+    }
+
+    /// Whether `current`'s spec has every declared spec field's value (for an object that
+    /// is not ours: the labels are its owner's business).
+    pub fn spec_matches(&self, current: &APIService) -> bool {
+        let spec = serde_json::to_value(&current.spec).unwrap_or(Value::Null);
+        self.declared
+            .iter()
+            .filter(|(p, _)| p.0.first().map(String::as_str) == Some("f:spec"))
+            .all(|(p, v)| value_at(&spec, &FieldPath(p.0[1..].to_vec())) == Some(v))
+    }
+}
+
+/// How an object compares with our applied configuration.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Comparison {
+    /// Declared fields whose value the object does not have.
+    pub differs: Vec<FieldPath>,
+    /// Fields we own and no longer declare: an apply releases them.
+    pub released: Vec<FieldPath>,
+    /// Our `update` entry (a create, earlier versions, an adoption by update) owns a
+    /// field to release: the entry moves into our apply entry before the apply, so that
+    /// the apply can release it.
+    pub migrate: bool,
+    /// Fields we do not declare that other managers own, with those managers.
+    pub kept: Vec<(FieldPath, Vec<String>)>,
+}
+
+impl Comparison {
+    /// Whether an apply would change the object or what we own.
+    pub fn needs_apply(&self) -> bool {
+        !self.differs.is_empty() || !self.released.is_empty()
+    }
+}
+
+/// The part of an object a configuration declares: labels, annotations, finalizers and
+/// owner references of its metadata, and its spec.
+fn scoped(obj: &Value) -> Value {
+    let mut out = Map::new();
+    if let Some(meta) = obj.get("metadata") {
+        let mut m = Map::new();
+        for key in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            if let Some(v) = meta.get(key).filter(|v| !v.is_null()) {
+                m.insert(key.into(), v.clone());
+            }
+        }
+        if !m.is_empty() {
+            out.insert("metadata".into(), Value::Object(m));
+        }
+    }
+    if let Some(spec) = obj.get("spec").filter(|v| !v.is_null()) {
+        out.insert("spec".into(), spec.clone());
+    }
+    Value::Object(out)
+}
+
+/// Every field of `v` as the server's field sets count them: scalars, lists (as a whole)
+/// and empty maps.
+fn leaves(v: &Value, at: &mut Vec<String>, out: &mut Vec<(FieldPath, Value)>) {
+    match v.as_object() {
+        Some(m) if !m.is_empty() => {
+            for (k, x) in m {
+                at.push(format!("f:{k}"));
+                leaves(x, at, out);
+                at.pop();
+            }
+        }
+        _ if !at.is_empty() && !v.is_null() => out.push((FieldPath(at.clone()), v.clone())),
+        _ => {}
+    }
+}
+
+/// The value at `path` in `obj`, if every segment names a field that is there.
+fn value_at<'a>(obj: &'a Value, path: &FieldPath) -> Option<&'a Value> {
+    let mut v = obj;
+    for key in path.keys()? {
+        v = v.get(key)?;
+    }
+    (!v.is_null()).then_some(v)
+}
+
+fn is_default(path: &FieldPath, v: &Value) -> bool {
+    DEFAULTS.iter().any(|(keys, default)| {
+        *path == FieldPath::of_keys(keys.iter().copied()) && v.as_i64() == Some(*default)
+    })
+}
+
+/// Why ownership moves before an apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Takeover {
+    /// Nothing to move: our apply entry is all we own.
+    None,
+    /// Our `update` entry (earlier versions of this program, and every create, wrote with
+    /// `update`) moves into our apply entry, as kubectl's `csaupgrade` moves its own.
+    OwnUpdates,
+    /// An adoption: the object was someone else's.
+    Adoption,
+}
+
+/// The `managedFields` list after a takeover of `declared` by `manager`, from the live
+/// list; `None` when nothing moves. Entries are rewritten as kubectl's `csaupgrade`
+/// rewrites them (`client-go/util/csaupgrade`): our `Update` entry's field set is merged
+/// into our `Apply` entry (which it becomes when there is none) and dropped. Beyond
+/// `csaupgrade`, the declared fields leave every other `Update` entry (an adopted object's
+/// creator, `before-first-apply`, whoever wrote the same value as ours): what we declare
+/// becomes ours alone, so dropping it later removes it; the rest stays theirs.
+pub fn takeover(
+    live: &Value,
+    manager: &str,
+    declared: &[FieldPath],
+    how: Takeover,
+    api_version: &str,
+) -> Option<Value> {
+    let list = live.as_array()?;
+    let is = |e: &Value, op: &str| {
+        e.get("manager").and_then(Value::as_str) == Some(manager)
+            && e.get("operation").and_then(Value::as_str) == Some(op)
+            && e.get("subresource")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+    };
+    let mut out: Vec<Value> = Vec::with_capacity(list.len() + 1);
+    let mut ours: Option<Value> = list.iter().find(|e| is(e, "Apply")).cloned();
+    let mut moved = json!({});
+    for e in list {
+        if is(e, "Apply") {
+            continue;
+        }
+        if is(e, "Update") {
+            merge_fields(&mut moved, e.get("fieldsV1").unwrap_or(&Value::Null));
+            if ours.is_none() {
+                let mut renamed = e.clone();
+                renamed["operation"] = json!("Apply");
+                renamed["fieldsV1"] = json!({});
+                ours = Some(renamed);
+            }
+            continue;
+        }
+        let mut e = e.clone();
+        let theirs = e.get("operation").and_then(Value::as_str) == Some("Update")
+            && e.get("subresource")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
+        if theirs {
+            if let Some(fields) = e.get_mut("fieldsV1") {
+                for p in declared {
+                    remove_field(fields, &p.0);
+                }
+                if fields.as_object().is_some_and(Map::is_empty) {
+                    continue;
+                }
+            }
+        }
+        out.push(e);
+    }
+    let mut ours = ours.unwrap_or_else(|| {
+        json!({"manager": manager, "operation": "Apply", "apiVersion": api_version,
+               "fieldsType": "FieldsV1", "fieldsV1": {}})
+    });
+    if let Some(fields) = ours.get_mut("fieldsV1") {
+        if !fields.is_object() {
+            *fields = json!({});
+        }
+        merge_fields(fields, &moved);
+        if how == Takeover::Adoption {
+            for p in declared {
+                add_field(fields, &p.0);
+            }
+        }
+    }
+    if ours["fieldsV1"].as_object().is_some_and(|m| !m.is_empty()) {
+        out.insert(0, ours);
+    }
+    let new = Value::Array(out);
+    (new != *live).then_some(new)
+}
+
+/// Adds every field of the set `from` to the set `into`.
+fn merge_fields(into: &mut Value, from: &Value) {
+    let (Some(i), Some(f)) = (into.as_object_mut(), from.as_object()) else {
+        return;
+    };
+    for (k, v) in f {
+        let slot = i.entry(k.clone()).or_insert_with(|| json!({}));
+        merge_fields(slot, v);
+    }
+}
+
+fn add_field(set: &mut Value, path: &[String]) {
+    let mut node = set;
+    for seg in path {
+        let Some(m) = node.as_object_mut() else {
+            return;
+        };
+        node = m.entry(seg.clone()).or_insert_with(|| json!({}));
+    }
+}
+
+/// Removes `path` from a field set, and every node it leaves owning nothing (a `.` alone
+/// says the node itself is owned, as a parent of fields that are now someone else's).
+fn remove_field(set: &mut Value, path: &[String]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let Some(m) = set.as_object_mut() else {
+        return;
+    };
+    if rest.is_empty() {
+        m.remove(first);
+        return;
+    }
+    if let Some(child) = m.get_mut(first) {
+        remove_field(child, rest);
+        let emptied = child
+            .as_object()
+            .is_some_and(|c| c.is_empty() || (c.len() == 1 && c.contains_key(".")));
+        if emptied {
+            m.remove(first);
+        }
+    }
+}
+
+/// One field an apply changes: its value now and after (`None`: absent; a released field
+/// goes unless another manager owns it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldChange {
+    /// The field.
+    pub field: FieldPath,
+    /// Its value in the object.
+    pub old: Option<Value>,
+    /// Its value after the apply.
+    pub new: Option<Value>,
+}
+
+/// What applying `config` to `current` changes: `differs` set to their declared values,
+/// `released` removed.
+pub fn field_changes(
+    config: &APIService,
+    differs: &[FieldPath],
+    released: &[FieldPath],
+    current: &APIService,
+) -> Vec<FieldChange> {
+    let object = serde_json::to_value(current).unwrap_or(Value::Null);
+    let config = serde_json::to_value(config).unwrap_or(Value::Null);
+    let set = differs.iter().map(|p| FieldChange {
+        field: p.clone(),
+        old: value_at(&object, p).cloned(),
+        new: value_at(&config, p).cloned(),
+    });
+    let gone = released.iter().map(|p| FieldChange {
+        field: p.clone(),
+        old: value_at(&object, p).cloned(),
+        new: None,
+    });
+    set.chain(gone).collect()
+}
+
+/// The other managers owning any of `paths` on `owners`, each once.
+pub fn others_owning<'a>(
+    owners: &'a FieldOwnership,
+    paths: &[FieldPath],
+    manager: &str,
+) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for p in paths {
+        for m in owners.owners_of(p, manager) {
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{APIServiceSpec, RawJson, ServiceReference};
+    use crate::controller::decision::SyncMode;
+
+    const ME: &str = "autoregister";
+
+    fn desired(ca: Option<&[u8]>) -> Desired {
+        let mut o = APIService::new(
+            "v1.a.io",
+            APIServiceSpec {
+                group: "a.io".into(),
+                version: "v1".into(),
+                group_priority_minimum: 100,
+                version_priority: 10,
+                service: Some(ServiceReference {
+                    namespace: "ns".into(),
+                    name: "svc".into(),
+                    ..Default::default()
+                }),
+                ca_bundle: ca.map(|c| c.to_vec().into_boxed_slice()),
+                ..Default::default()
+            },
+        );
+        o.metadata.set_label("team", "x");
+        Desired::new(&o, SyncMode::Always)
+    }
+
+    /// The object the server would hold after our apply of `d`, with `managed_fields`.
+    fn stored(d: &Desired, managed_fields: Value) -> APIService {
+        let mut o = Applied::of(&Ownership::default(), d).config;
+        if let Some(s) = o.spec.service.as_mut() {
+            s.port = Some(443);
+        }
+        o.metadata.uid = Some("u".into());
+        o.metadata.managed_fields = Some(RawJson::from_value(&managed_fields));
+        o
+    }
+
+    fn ours(fields: Value) -> Value {
+        json!({"manager": ME, "operation": "Apply", "apiVersion": "apiregistration.k8s.io/v1",
+               "fieldsType": "FieldsV1", "fieldsV1": fields})
+    }
+
+    fn names(paths: &[FieldPath]) -> Vec<String> {
+        paths.iter().map(ToString::to_string).collect()
+    }
+
+    fn spec_fields() -> Value {
+        json!({"f:group": {}, "f:groupPriorityMinimum": {}, "f:service": {"f:name": {}, "f:namespace": {}},
+               "f:version": {}, "f:versionPriority": {}})
+    }
+
+    #[test]
+    fn the_configuration_declares_the_manifests_fields_and_our_label_only() {
+        let a = Applied::of(&Ownership::default(), &desired(None));
+        assert_eq!(
+            a.declared().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "metadata.labels[\"autoregister.dev/automanaged\"]",
+                "metadata.labels[\"team\"]",
+                "spec.group",
+                "spec.groupPriorityMinimum",
+                "spec.service.name",
+                "spec.service.namespace",
+                "spec.version",
+                "spec.versionPriority",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_field_another_manager_set_is_kept_not_a_difference() {
+        let d = desired(None);
+        let mut obj = stored(
+            &d,
+            json!([ours(json!({"f:metadata": {"f:labels": {"f:autoregister.dev/automanaged": {}, "f:team": {}}}, "f:spec": spec_fields()})),
+                   {"manager": "cainjector", "operation": "Update", "apiVersion": "apiregistration.k8s.io/v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:caBundle": {}}}}]),
+        );
+        obj.spec.ca_bundle = Some(b"injected".to_vec().into_boxed_slice());
+        let c = Applied::of(&Ownership::default(), &d).compare(&obj, ME);
+        assert!(!c.needs_apply(), "{c:?}");
+        assert_eq!(
+            c.kept
+                .iter()
+                .map(|(p, by)| format!("{p}: {}", by.join(",")))
+                .collect::<Vec<_>>(),
+            ["spec.caBundle: cainjector"]
+        );
+        // Declaring it makes it ours: a difference, owned by the injector.
+        let c = Applied::of(&Ownership::default(), &desired(Some(b"mine"))).compare(&obj, ME);
+        assert_eq!(names(&c.differs), ["spec.caBundle"]);
+        let owners = obj.metadata.field_ownership().unwrap();
+        assert_eq!(others_owning(&owners, &c.differs, ME), ["cainjector"]);
+    }
+
+    #[test]
+    fn a_field_we_own_and_no_longer_declare_is_released() {
+        let d = desired(None);
+        let mut obj = stored(
+            &d,
+            json!([ours(
+                json!({"f:metadata": {"f:labels": {"f:autoregister.dev/automanaged": {}, "f:team": {}, "f:old": {}}},
+                                "f:spec": spec_fields()})
+            )]),
+        );
+        obj.metadata.set_label("old", "y");
+        let c = Applied::of(&Ownership::default(), &d).compare(&obj, ME);
+        assert!(c.differs.is_empty());
+        assert_eq!(names(&c.released), ["metadata.labels[\"old\"]"]);
+        assert!(!c.migrate);
+    }
+
+    #[test]
+    fn an_update_entry_of_ours_migrates_and_its_defaults_are_not_released() {
+        let d = desired(None);
+        // As created by POST (or by an earlier version): the update entry owns the port.
+        let mut spec = spec_fields();
+        spec["f:service"]["f:port"] = json!({});
+        spec["f:service"]["."] = json!({});
+        let obj = stored(
+            &d,
+            json!([{"manager": ME, "operation": "Update", "apiVersion": "apiregistration.k8s.io/v1",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:autoregister.dev/automanaged": {}, "f:team": {}}},
+                                 "f:spec": spec}}]),
+        );
+        let c = Applied::of(&Ownership::default(), &d).compare(&obj, ME);
+        assert!(!c.needs_apply(), "{c:?}");
+        assert!(!c.migrate, "nothing to release: no extra write");
+        // A manifest that drops the label team: released, and the entry migrates first.
+        let mut fewer = (*d.object).clone();
+        fewer.metadata.remove_label("team");
+        let c = Applied::of(&Ownership::default(), &Desired::new(&fewer, d.mode)).compare(&obj, ME);
+        assert_eq!(names(&c.released), ["metadata.labels[\"team\"]"]);
+        assert!(c.migrate);
+    }
+
+    #[test]
+    fn a_not_ours_object_matches_on_its_declared_spec_fields() {
+        let d = desired(None);
+        let mut theirs = stored(&d, json!([]));
+        theirs.metadata.labels = None;
+        theirs.spec.ca_bundle = Some(b"injected".to_vec().into_boxed_slice());
+        let a = Applied::of(&Ownership::default(), &d);
+        assert!(a.spec_matches(&theirs));
+        theirs.spec.version_priority = 11;
+        assert!(!a.spec_matches(&theirs));
+    }
+
+    #[test]
+    fn takeover_moves_our_update_entry_into_our_apply_entry() {
+        let live = json!([
+            {"manager": "kube-apiserver", "operation": "Update", "subresource": "status",
+             "apiVersion": "apiregistration.k8s.io/v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}},
+            {"manager": ME, "operation": "Update", "time": "2026-01-01T00:00:00Z",
+             "apiVersion": "apiregistration.k8s.io/v1", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:group": {}, "f:insecureSkipTLSVerify": {}}}},
+        ]);
+        let new = takeover(
+            &live,
+            ME,
+            &[],
+            Takeover::OwnUpdates,
+            "apiregistration.k8s.io/v1",
+        )
+        .unwrap();
+        assert_eq!(
+            new,
+            json!([
+                {"manager": ME, "operation": "Apply", "time": "2026-01-01T00:00:00Z",
+                 "apiVersion": "apiregistration.k8s.io/v1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:group": {}, "f:insecureSkipTLSVerify": {}}}},
+                live[0].clone(),
+            ])
+        );
+        // Nothing left to move: no patch.
+        assert_eq!(takeover(&new, ME, &[], Takeover::OwnUpdates, "v"), None);
+    }
+
+    #[test]
+    fn an_adoption_takes_the_declared_fields_from_other_updaters_and_leaves_the_rest() {
+        let live = json!([
+            {"manager": "kubectl-create", "operation": "Update", "apiVersion": "apiregistration.k8s.io/v1",
+             "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:group": {}, "f:insecureSkipTLSVerify": {},
+                                     "f:service": {".": {}, "f:name": {}}}}},
+        ]);
+        let declared = vec![
+            FieldPath::of_keys(["spec", "group"]),
+            FieldPath::of_keys(["spec", "service", "name"]),
+        ];
+        let new = takeover(
+            &live,
+            ME,
+            &declared,
+            Takeover::Adoption,
+            "apiregistration.k8s.io/v1",
+        )
+        .unwrap();
+        assert_eq!(new[0]["manager"], ME);
+        assert_eq!(new[0]["operation"], "Apply");
+        assert_eq!(
+            new[0]["fieldsV1"],
+            json!({"f:spec": {"f:group": {}, "f:service": {"f:name": {}}}})
+        );
+        assert_eq!(
+            new[1]["fieldsV1"],
+            json!({"f:spec": {"f:insecureSkipTLSVerify": {}}})
+        );
+    }
+}
