@@ -178,7 +178,8 @@ fn footprint_table(bins: &[(String, String)], dir: &Path, memory_n: usize) -> bo
             was(1),
             was(2),
             peak_kib as f64 / 1024.0,
-            was(3),
+            // The previous figure is for 1,000 objects.
+            if memory_n == 1000 { was(3) } else { String::new() },
             steady_kib as f64 / 1024.0,
             steady_kib.saturating_sub(idle_kib) as f64 / memory_n as f64,
         );
