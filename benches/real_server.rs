@@ -150,7 +150,8 @@ fn spec(i: usize, round: usize, priority: i32) -> APIServiceSpec {
 fn objects(n: usize, round: usize, priority: i32) -> Vec<APIService> {
     (0..n)
         .map(|i| {
-            let mut a = APIService::new(format!("v1.{}", group(i, round)), spec(i, round, priority));
+            let mut a =
+                APIService::new(format!("v1.{}", group(i, round)), spec(i, round, priority));
             a.metadata
                 .labels
                 .get_or_insert_with(Default::default)
