@@ -13,6 +13,8 @@ mod cluster;
 mod field_ownership;
 #[path = "support/kube.rs"]
 mod kube;
+#[path = "support/tls_backend.rs"]
+mod tls_backend;
 
 use std::time::{Duration, Instant};
 
