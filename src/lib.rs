@@ -123,6 +123,8 @@ pub mod ops;
 mod prometheus;
 #[doc(hidden)]
 pub mod runtime;
+#[doc(hidden)]
+pub mod sort;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testserver;

@@ -721,14 +721,14 @@ fn shutdown_joins_every_thread_and_is_prompt_while_the_watch_is_idle() {
             .map(str::to_string)
             .collect::<Vec<_>>();
         n.sort();
+        // Workers (the first waited for the cache), the reflector, and one thread for
+        // every timer (the queue's delays, the resync, the CA sources, Events).
         n == [
-            "autoregister-st",
+            "autoregister-ti",
             "autoregister-wo",
             "autoregister-wo",
             "autoregister-wo",
             "reflector-apise",
-            "resync-apiservi",
-            "workqueue-autor",
         ]
     });
     wait_until("the watch is open", || server.count("watch") >= 1);
@@ -758,7 +758,7 @@ fn shutdown_without_start_joins_the_queue_timer() {
     );
     // A new thread names itself once it runs: wait for that.
     wait_until("the queue timer runs", || {
-        names(&controller_threads()) == ["workqueue-autor"]
+        names(&controller_threads()) == ["autoregister-ti"]
     });
     ctl.shutdown();
     assert_gone("after shutdown");

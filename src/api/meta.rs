@@ -67,7 +67,7 @@ impl RawJson {
 
     /// The value again (it was valid JSON when stored, so this cannot fail; `Null` if it did).
     pub fn to_value(&self) -> Value {
-        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+        serde_json::from_slice(self.0.as_bytes()).unwrap_or(Value::Null)
     }
 
     /// The compact JSON text.

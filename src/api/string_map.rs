@@ -124,7 +124,7 @@ impl FromIterator<(Text, Text)> for StringMap {
     fn from_iter<I: IntoIterator<Item = (Text, Text)>>(iter: I) -> Self {
         let mut pairs: Vec<(Text, Text)> = iter.into_iter().collect();
         // Stable: equal keys keep their order, so the last is the one to keep.
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        crate::sort::sort_by(&mut pairs, |a, b| a.0.cmp(&b.0));
         let mut out: Vec<(Text, Text)> = Vec::with_capacity(pairs.len());
         for (k, v) in pairs {
             match out.last_mut() {

@@ -138,7 +138,9 @@ impl<'de, K: serde::de::DeserializeOwned> serde::de::Visitor<'de> for EventVisit
         match (event, raw) {
             (Some(event), _) => Ok(event),
             (None, Some(raw)) => {
-                let mut de = serde_json::Deserializer::from_str(raw.get());
+                // A slice reader, as for every other decode: one reader type, so each kind's
+                // decoder is compiled once, not once per reader.
+                let mut de = serde_json::Deserializer::from_slice(raw.get().as_bytes());
                 ObjectFor(&type_, PhantomData)
                     .deserialize(&mut de)
                     .map_err(A::Error::custom)

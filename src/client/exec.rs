@@ -155,7 +155,7 @@ impl ExecPlugin {
                     json!(base64::engine::general_purpose::STANDARD.encode(ca));
             }
             if let Some(extension) = &exec.cluster_config {
-                let value: serde_json::Value = serde_json::from_str(extension)
+                let value: serde_json::Value = serde_json::from_slice(extension.as_bytes())
                     .map_err(|e| Error::Config(format!("exec extension: {e}")))?;
                 if !value.is_null() {
                     cluster["config"] = value;

@@ -13,36 +13,68 @@ pub const MAX_EVENT_BYTES: usize = 16 << 20;
 
 /// A blocking iterator of watch events; ends when the server closes the stream.
 pub struct WatchStream<K> {
+    lines: EventLines,
+    _kind: PhantomData<fn() -> K>,
+}
+
+/// The stream's lines, apart from the kind they decode into (compiled once for all kinds).
+struct EventLines {
     reader: BufReader<Box<dyn Read + Send>>,
     cancel: Canceller,
     line: Vec<u8>,
     max_event_bytes: usize,
     done: bool,
-    _kind: PhantomData<fn() -> K>,
 }
 
 impl<K: serde::de::DeserializeOwned> WatchStream<K> {
     /// Wraps a body reader.
     pub(crate) fn new(reader: impl Read + Send + 'static, cancel: Canceller) -> Self {
         WatchStream {
-            reader: BufReader::with_capacity(64 << 10, Box::new(reader)),
-            cancel,
-            line: Vec::new(),
-            max_event_bytes: MAX_EVENT_BYTES,
-            done: false,
+            lines: EventLines {
+                reader: BufReader::with_capacity(64 << 10, Box::new(reader)),
+                cancel,
+                line: Vec::new(),
+                max_event_bytes: MAX_EVENT_BYTES,
+                done: false,
+            },
             _kind: PhantomData,
         }
     }
 
     /// This stream with a different limit on one event (default [`MAX_EVENT_BYTES`]).
     pub fn with_max_event_bytes(mut self, limit: usize) -> Self {
-        self.max_event_bytes = limit;
+        self.lines.max_event_bytes = limit;
         self
     }
 
     /// A handle that ends this stream from another thread.
     pub fn canceller(&self) -> Canceller {
-        self.cancel.clone()
+        self.lines.cancel.clone()
+    }
+}
+
+impl EventLines {
+    /// The next event's line (in `self.line`): `Some(Ok)` when there is one, `None` at the
+    /// end of the stream; after an error, `None`.
+    fn next(&mut self) -> Option<Result<(), Error>> {
+        if self.done {
+            return None;
+        }
+        if self.cancel.is_cancelled() {
+            self.done = true;
+            return Some(Err(Error::Cancelled));
+        }
+        match self.read_line() {
+            Ok(true) => Some(Ok(())),
+            Ok(false) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
     }
 
     /// Reads up to the next newline; Ok(false) at a clean end of stream.
@@ -99,26 +131,9 @@ impl<K: serde::de::DeserializeOwned> Iterator for WatchStream<K> {
     type Item = Result<WatchEvent<K>, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        if self.cancel.is_cancelled() {
-            self.done = true;
-            return Some(Err(Error::Cancelled));
-        }
-        match self.read_line() {
-            Ok(true) => Some(
-                WatchEvent::from_json(&self.line)
-                    .map_err(|e| Error::Decode(format!("watch event: {e}"))),
-            ),
-            Ok(false) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        Some(self.lines.next()?.and_then(|()| {
+            WatchEvent::from_json(&self.lines.line)
+                .map_err(|e| Error::Decode(format!("watch event: {e}")))
+        }))
     }
 }

@@ -26,6 +26,7 @@ use crate::runtime::reflector::{
     EventHandler, Reflector, ReflectorHandle, ReflectorOptions, Transformed, DEFAULT_RELIST,
 };
 use crate::runtime::store::Store;
+use crate::runtime::timers::Timers;
 use crate::runtime::workqueue::{QueueMetrics, RateLimitingQueue};
 
 /// Name of the workqueue (the `name` label of its metrics), as upstream.
@@ -198,6 +199,8 @@ struct Inner {
     /// Sources of desired CA bundles and their watches.
     ca: CaSources,
     threads: Mutex<Threads>,
+    /// The thread shared by timed tasks (see `runtime::timers`).
+    timers: Arc<Timers>,
     /// Whether the API server answers; closed by a write that got no answer (or a failing
     /// list/watch), opened by the reflector's next answered list or watch.
     reach: Arc<Reachability>,
@@ -333,7 +336,10 @@ impl Controller {
             None => EventRecorder::disabled(),
         };
         let client = client.with_canceller(&cancel).with_write_gate(gate);
-        let queue = Arc::new(RateLimitingQueue::with_defaults(QUEUE_NAME));
+        // One thread for everything that only waits: the queue's delays, the resync, the CA
+        // sources' polling, pacing Events.
+        let timers = Timers::new("autoregister-timers");
+        let queue = Arc::new(RateLimitingQueue::with_timers(QUEUE_NAME, &timers));
         let availability = Availability::new(
             client.clone(),
             ReflectorOptions {
@@ -346,7 +352,12 @@ impl Controller {
             options.withdraw_unavailable,
         );
         // Sources are only read: the write gate does not concern them, the canceller does.
-        let ca = CaSources::new(client.clone(), queue.clone(), options.ca_expiry_warning);
+        let ca = CaSources::on_timers(
+            client.clone(),
+            queue.clone(),
+            options.ca_expiry_warning,
+            timers.clone(),
+        );
         let inner = Arc::new(Inner {
             api: Api::all(client).with_field_manager(field_manager),
             ownership,
@@ -362,6 +373,7 @@ impl Controller {
             availability,
             ca,
             threads: Mutex::new(Threads::default()),
+            timers,
             reach,
             parked: Mutex::new(HashSet::new()),
         });
@@ -437,10 +449,11 @@ impl Controller {
             return;
         }
         threads.started = true;
-        self.inner.report.events.start();
+        self.inner.report.events.start_on(&self.inner.timers);
         self.inner.ca.start();
         let opts = ReflectorOptions {
             resync: self.inner.options.resync,
+            timers: Some(self.inner.timers.clone()),
             relist: self.inner.options.relist,
             liveness: Some(self.inner.liveness.clone()),
             reachability: Some(self.inner.reach.clone()),
@@ -458,13 +471,14 @@ impl Controller {
             opts,
         ));
         self.inner.availability.start();
+        // The first worker waits for the cache, then starts the others.
         let inner = self.inner.clone();
-        let starter = std::thread::Builder::new()
-            .name("autoregister-start".into())
+        let first = std::thread::Builder::new()
+            .name("autoregister-worker-0".into())
             .spawn(move || inner.start_workers_after_sync());
-        match starter {
+        match first {
             Ok(h) => threads.others.push(h),
-            Err(e) => log::error!("cannot start the worker starter thread: {e}"),
+            Err(e) => log::error!("cannot start worker 0: {e}"),
         }
     }
 
@@ -517,7 +531,7 @@ impl Controller {
                     .to_string(),
             };
             let mut names = inner.state.desired_names();
-            names.sort();
+            crate::sort::sort(&mut names);
             return Err(names
                 .into_iter()
                 .map(|name| Pending {
@@ -598,7 +612,7 @@ impl Controller {
         let inner = &self.inner;
         let not_available = || -> Vec<Pending> {
             let mut names = inner.state.desired_names();
-            names.sort();
+            crate::sort::sort(&mut names);
             names
                 .into_iter()
                 .filter_map(|name| {
@@ -720,6 +734,8 @@ impl Controller {
         self.inner.ca.shutdown();
         // An Event being written ends within its timeout.
         self.inner.report.events.shutdown();
+        // Last: every task on it has been cancelled.
+        self.inner.timers.shutdown();
     }
 }
 
@@ -752,8 +768,9 @@ impl Inner {
         );
         self.state.record_at_start(names);
         self.state.wake_all();
+        // This thread is worker 0; it joins the others when the work ends.
         let mut workers = Vec::new();
-        for i in 0..self.options.workers.max(1) {
+        for i in 1..self.options.workers.max(1) {
             let inner = self.clone();
             match std::thread::Builder::new()
                 .name(format!("autoregister-worker-{i}"))
@@ -763,6 +780,7 @@ impl Inner {
                 Err(e) => log::error!("cannot start worker {i}: {e}"),
             }
         }
+        self.work();
         for h in workers {
             let _ = h.join();
         }

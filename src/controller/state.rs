@@ -276,7 +276,7 @@ impl State {
             names.push(n.to_string());
             names.len() >= limit
         });
-        names.sort();
+        crate::sort::sort(&mut names);
         // A removed name present at start is visited twice.
         names.dedup();
         names

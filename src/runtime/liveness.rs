@@ -82,7 +82,7 @@ impl Liveness {
         let now = self.clock.now();
         let beats = self.beats.lock();
         let mut groups: Vec<&str> = beats.iter().map(|b| b.group.as_str()).collect();
-        groups.sort_unstable();
+        crate::sort::sort(&mut groups);
         groups.dedup();
         let mut failing = Vec::new();
         for group in groups {

@@ -1,4 +1,5 @@
-//! Controller machinery: reflector and cache, workqueue with backoff, clocks, leader election.
+//! Controller machinery: reflector and cache, workqueue with backoff, clocks, timers, leader
+//! election.
 
 pub mod backoff;
 pub mod clock;
@@ -9,4 +10,5 @@ pub mod prng;
 pub mod reachability;
 pub mod reflector;
 pub mod store;
+pub mod timers;
 pub mod workqueue;

@@ -68,9 +68,12 @@ pub(crate) fn withdrawn(
             latest.insert(name, e);
         }
     }
-    Ok(latest
-        .into_iter()
-        .filter(|(_, e)| e.reason == EventReason::Withdrawn.as_str())
-        .map(|(n, e)| (n.to_string(), e.note.clone()))
-        .collect())
+    // Inserted one by one: `collect` would compile a sort for this map's entries.
+    let mut withdrawn = BTreeMap::new();
+    for (n, e) in latest {
+        if e.reason == EventReason::Withdrawn.as_str() {
+            withdrawn.insert(n.to_string(), e.note.clone());
+        }
+    }
+    Ok(withdrawn)
 }

@@ -92,11 +92,14 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
     };
     let existing: BTreeMap<String, APIService> = match listed {
         // `None`: cancelled (the timeout), not an empty cluster.
-        Ok(Some(listed)) => listed
-            .items
-            .into_iter()
-            .map(|o| (o.name().to_string(), o))
-            .collect(),
+        // Inserted one by one: `collect` would compile a sort for this map's entries.
+        Ok(Some(listed)) => {
+            let mut existing = BTreeMap::new();
+            for o in listed.items {
+                existing.insert(o.name().to_string(), o);
+            }
+            existing
+        }
         Ok(None) => {
             return Err(cannot_list(format!(
                 "no answer within {:?} (--timeout)",

@@ -182,7 +182,7 @@ impl Backends {
     /// Namespaces watched now, sorted (for tests and logs).
     pub(crate) fn namespaces(&self) -> Vec<String> {
         let mut v: Vec<String> = self.state.lock().namespaces.keys().cloned().collect();
-        v.sort();
+        crate::sort::sort(&mut v);
         v
     }
 

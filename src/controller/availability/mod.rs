@@ -359,7 +359,7 @@ impl Availability {
     pub fn render_prometheus(&self) -> String {
         let entries = self.entries.lock();
         let mut names: Vec<&String> = entries.keys().collect();
-        names.sort();
+        crate::sort::sort(&mut names);
         let mut out = String::new();
         let header = |out: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");

@@ -4,11 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 use super::named::Named;
@@ -18,6 +16,7 @@ use crate::api::{ConfigMap, Resource, Secret};
 use crate::client::{Api, Client};
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
+use crate::runtime::timers::{Task, TimerHandle, Timers};
 use crate::runtime::workqueue::RateLimitingQueue;
 
 /// How often files are read for changes (as the manifests are).
@@ -25,7 +24,7 @@ const FILE_POLL: Duration = Duration::from_secs(1);
 /// How often the names with a bundle are synced again so an expiry warning fires even
 /// when nothing changes.
 const EXPIRY_RECHECK: Duration = Duration::from_secs(600);
-/// Tick of the sources thread while a source's first read is outstanding: how soon that
+/// Tick of the sources task while a source's first read is outstanding: how soon that
 /// read re-queues its users. Otherwise it wakes once per [`FILE_POLL`].
 const TICK: Duration = Duration::from_millis(100);
 
@@ -54,20 +53,27 @@ pub(crate) struct CaSources {
     /// A bundle expiring within this long gets a Warning Event.
     pub(crate) expiry_warning: Duration,
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Where the polling task runs (the controller's shared timers).
+    timers: Arc<Timers>,
+    /// The polling task, once started; cancelled on stop.
+    task: Mutex<Option<TimerHandle>>,
 }
 
 struct Shared {
     client: Client,
     queue: Arc<RateLimitingQueue<String>>,
     registry: Mutex<Registry>,
-    /// Dropped on stop: wakes the sources thread.
-    stop_tx: Mutex<Option<Sender<()>>>,
-    stop_rx: Receiver<()>,
+    /// When the polling task next reads files and re-queues names with a bundle.
+    due: Mutex<Due>,
     /// apiservice → earliest `notAfter` (Unix seconds) of its bundle.
     expiry: Mutex<BTreeMap<String, i64>>,
     /// apiservice → the `notAfter` already warned about.
     warned: Mutex<HashMap<String, i64>>,
+}
+
+struct Due {
+    file_poll: Instant,
+    expiry: Instant,
 }
 
 #[derive(Default)]
@@ -149,39 +155,50 @@ impl Shared {
             self.queue.add(n);
         }
     }
-
-    fn sleep(&self, d: Duration) -> bool {
-        !matches!(self.stop_rx.recv_timeout(d), Err(RecvTimeoutError::Timeout))
-    }
 }
 
 impl CaSources {
     /// Sources read through `client`; changes re-queue names on `queue`.
+    /// Its polling on a thread of its own, `ca-sources` (started with it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn new(
         client: Client,
         queue: Arc<RateLimitingQueue<String>>,
         expiry_warning: Duration,
     ) -> Self {
-        let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
+        Self::on_timers(client, queue, expiry_warning, Timers::new("ca-sources"))
+    }
+
+    /// Its polling a task of `timers` (the controller's shared ones).
+    pub(crate) fn on_timers(
+        client: Client,
+        queue: Arc<RateLimitingQueue<String>>,
+        expiry_warning: Duration,
+        timers: Arc<Timers>,
+    ) -> Self {
+        let now = Instant::now();
         CaSources {
             expiry_warning,
             shared: Arc::new(Shared {
                 client,
                 queue,
                 registry: Mutex::default(),
-                stop_tx: Mutex::new(Some(stop_tx)),
-                stop_rx,
+                due: Mutex::new(Due {
+                    file_poll: now,
+                    expiry: now + EXPIRY_RECHECK,
+                }),
                 expiry: Mutex::default(),
                 warned: Mutex::default(),
             }),
-            thread: Mutex::new(None),
+            timers,
+            task: Mutex::new(None),
         }
     }
 
     /// Records that `name` takes its bundle from `source` (`None`: from nowhere any more);
     /// starts the source's watch when the controller runs, stops one nobody uses.
     pub(crate) fn track(&self, name: &str, source: Option<CaSource>) {
-        let dropped = {
+        let (dropped, added) = {
             let mut r = self.shared.registry.lock();
             let old = match &source {
                 Some(s) => r.by_name.insert(name.to_string(), s.clone()),
@@ -190,7 +207,7 @@ impl CaSources {
             if old == source {
                 return;
             }
-            let mut dropped = None;
+            let (mut dropped, mut added) = (None, false);
             if let Some(old) = old {
                 let now_unused = r.users.get_mut(&old).is_some_and(|u| {
                     u.remove(name);
@@ -209,15 +226,23 @@ impl CaSources {
                 if r.started && !r.stopped && !r.watches.contains_key(&s) {
                     let w = self.watch(&s);
                     r.watches.insert(s, w);
+                    added = true;
                 }
             }
-            dropped
+            (dropped, added)
         };
-        // Outside the lock: stopping a reflector waits for its thread, whose handler takes it.
+        // Outside the lock: stopping a reflector waits for its thread, whose handler takes
+        // it, and a poll in progress takes it too.
         drop(dropped);
+        if added {
+            if let Some(t) = &*self.task.lock() {
+                t.schedule_now();
+            }
+        }
     }
 
-    /// Starts a watch per source in use and the thread that polls files.
+    /// Starts a watch per source in use and the task that polls files (it runs only while
+    /// some source or bundle needs it).
     pub(crate) fn start(&self) {
         {
             let mut r = self.shared.registry.lock();
@@ -231,24 +256,24 @@ impl CaSources {
                 r.watches.insert(s, w);
             }
         }
-        let shared = self.shared.clone();
-        match std::thread::Builder::new()
-            .name("ca-sources".into())
-            .spawn(move || sources_loop(&shared))
-        {
-            Ok(h) => *self.thread.lock() = Some(h),
-            Err(e) => log::error!("cannot start the CA sources thread: {e}"),
-        }
+        let task = self.timers.add(
+            Arc::new(Poll(self.shared.clone())),
+            Some(self.timers.clock().now()),
+        );
+        *self.task.lock() = Some(task);
     }
 
-    /// Stops every watch and the polling thread, without waiting.
+    /// Stops every watch and the polling task; waits for a poll in progress, not for the
+    /// watches' threads.
     pub(crate) fn stop(&self) {
         {
             let mut r = self.shared.registry.lock();
             r.stopped = true;
             r.watches.values().for_each(Watch::stop);
         }
-        self.shared.stop_tx.lock().take();
+        if let Some(t) = self.task.lock().take() {
+            t.cancel();
+        }
     }
 
     /// Stops and waits for every thread.
@@ -259,9 +284,6 @@ impl CaSources {
             r.watches.drain().map(|(_, w)| w).collect()
         };
         drop(watches);
-        if let Some(t) = self.thread.lock().take() {
-            let _ = t.join();
-        }
     }
 
     /// What `source` holds now, as a bundle.
@@ -334,7 +356,26 @@ impl CaSources {
             return None;
         };
         let secs = unix_seconds(expiry);
-        self.shared.expiry.lock().insert(name.to_string(), secs);
+        let first = self
+            .shared
+            .expiry
+            .lock()
+            .insert(name.to_string(), secs)
+            .is_none();
+        if first {
+            // The polling task may be idle: it re-queues names with a bundle from now on.
+            let at = {
+                let mut due = self.shared.due.lock();
+                let now = Instant::now();
+                if due.expiry <= now {
+                    due.expiry = now + EXPIRY_RECHECK;
+                }
+                due.expiry
+            };
+            if let Some(t) = &*self.task.lock() {
+                t.schedule(at);
+            }
+        }
         let soon = expiry
             .duration_since(SystemTime::now())
             .map_or(true, |left| left <= warning);
@@ -514,18 +555,28 @@ fn unix_seconds(t: SystemTime) -> i64 {
 
 /// Re-queues the users of a source whose first read finished, of a file that changed,
 /// and (every [`EXPIRY_RECHECK`]) of every bundle, until stopped.
-fn sources_loop(shared: &Shared) {
-    let mut next_file_poll = Instant::now();
-    let mut next_expiry = Instant::now() + EXPIRY_RECHECK;
-    loop {
-        let now = Instant::now();
-        let poll_files = now >= next_file_poll;
-        if poll_files {
-            next_file_poll = now + FILE_POLL;
-        }
+/// The polling task: reports a source's first read, reads files for changes, and re-queues
+/// names with a bundle now and then (an expiry warning fires even when nothing changes).
+struct Poll(Arc<Shared>);
+
+impl Task for Poll {
+    fn fire(&self, now: Instant) -> Option<Instant> {
+        let shared = &self.0;
+        let (poll_files, expiry_due) = {
+            let mut due = shared.due.lock();
+            let poll_files = now >= due.file_poll;
+            if poll_files {
+                due.file_poll = now + FILE_POLL;
+            }
+            let expiry_due = now >= due.expiry;
+            if expiry_due {
+                due.expiry = now + EXPIRY_RECHECK;
+            }
+            (poll_files, expiry_due)
+        };
         let mut changed: Vec<CaSource> = Vec::new();
         let mut outstanding = false;
-        {
+        let any_watch = {
             let mut r = shared.registry.lock();
             for (source, w) in r.watches.iter_mut() {
                 match w {
@@ -547,7 +598,8 @@ fn sources_loop(shared: &Shared) {
                     Watch::File { .. } => {}
                 }
             }
-        }
+            !r.watches.is_empty()
+        };
         if poll_files {
             let files: Vec<CaSource> = {
                 let r = shared.registry.lock();
@@ -575,8 +627,8 @@ fn sources_loop(shared: &Shared) {
                 }
             }
         }
-        if now >= next_expiry {
-            next_expiry = now + EXPIRY_RECHECK;
+        let bundles = !shared.expiry.lock().is_empty();
+        if expiry_due {
             let names: Vec<String> = shared.expiry.lock().keys().cloned().collect();
             for n in names {
                 shared.queue.add(n);
@@ -585,10 +637,16 @@ fn sources_loop(shared: &Shared) {
         for s in changed {
             shared.requeue(&s);
         }
-        // A source added meanwhile waits at most one FILE_POLL; its users' own retries
-        // (per-name backoff from 5 ms) usually read it first anyway.
-        if shared.sleep(if outstanding { TICK } else { FILE_POLL }) {
-            return;
+        // A source added meanwhile schedules this at once; its users' own retries (per-name
+        // backoff from 5 ms) usually read it first anyway. Nothing to watch and no bundle to
+        // recheck: idle until a source or a bundle appears.
+        let due = shared.due.lock();
+        match (any_watch, bundles) {
+            (true, _) if outstanding => Some(now + TICK),
+            (true, true) => Some(due.file_poll.min(due.expiry)),
+            (true, false) => Some(due.file_poll),
+            (false, true) => Some(due.expiry),
+            (false, false) => None,
         }
     }
 }

@@ -55,7 +55,7 @@ impl Deduper {
             .retain(|_, at| now.saturating_duration_since(*at) < window);
         if self.seen.len() >= DEDUP_MAX_KEYS {
             let mut times: Vec<Instant> = self.seen.values().copied().collect();
-            times.sort();
+            crate::sort::sort(&mut times);
             let cut = times[times.len() / 2];
             self.seen.retain(|_, at| *at > cut);
         }

@@ -1,17 +1,17 @@
-//! The recorder: a non-blocking `record` and one background thread that writes Events.
+//! The recorder: a non-blocking `record`, and a timer task that writes Events, paced.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{bounded, select, Receiver, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use log::{debug, warn};
 use parking_lot::Mutex;
 
 use super::{Deduper, EventReason, DEDUP_WINDOW};
 use crate::api::{time, APIService, Event, ObjectMeta, ObjectReference, Resource};
 use crate::client::{Api, Client};
+use crate::runtime::timers::{Task, TimerHandle, Timers};
 use crate::token_bucket::TokenBucket;
 
 /// `reportingController` of every Event.
@@ -49,13 +49,26 @@ struct Shared {
     tx: Sender<(EventReason, Event)>,
     rx: Receiver<(EventReason, Event)>,
     dedup: Mutex<Deduper>,
-    /// Dropping the sender stops the writer thread (its `recv` fails at once).
-    stop: Mutex<Option<Sender<()>>>,
-    stop_rx: Receiver<()>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Nothing is written once set.
+    stopped: AtomicBool,
     started: Mutex<bool>,
+    /// The writer task, once started; cancelled on stop.
+    task: Mutex<Option<TimerHandle>>,
+    /// The writer's own timers, when it was started without shared ones.
+    own_timers: Mutex<Option<Arc<Timers>>>,
+    /// The writer's pacing and the Event that waits for its token.
+    writer: Mutex<Writer>,
     /// Events queued or being written, for [`EventRecorder::flush`].
     pending: AtomicUsize,
+}
+
+/// The writer's state between two runs of its task.
+struct Writer {
+    bucket: TokenBucket,
+    /// An Event taken from the queue whose token is due at this instant.
+    waiting: Option<(Instant, EventReason, Event)>,
+    /// Whether a failure was warned about (the rest go to debug).
+    warned: bool,
 }
 
 impl EventRecorder {
@@ -68,7 +81,6 @@ impl EventRecorder {
     /// its writes carrying `field_manager`; nothing is written until [`start`](Self::start).
     pub fn new(client: Client, instance: impl Into<String>, field_manager: &str) -> EventRecorder {
         let (tx, rx) = bounded(QUEUE_CAPACITY);
-        let (stop, stop_rx) = bounded(0);
         let api = Api::namespaced(client, EVENT_NAMESPACE)
             .with_timeout(EVENT_WRITE_TIMEOUT)
             .with_field_manager(field_manager.to_string());
@@ -79,10 +91,15 @@ impl EventRecorder {
                 tx,
                 rx,
                 dedup: Mutex::new(Deduper::new(DEDUP_WINDOW)),
-                stop: Mutex::new(Some(stop)),
-                stop_rx,
-                thread: Mutex::new(None),
+                stopped: AtomicBool::new(false),
                 started: Mutex::new(false),
+                task: Mutex::new(None),
+                own_timers: Mutex::new(None),
+                writer: Mutex::new(Writer {
+                    bucket: TokenBucket::new(f64::from(EVENTS_QPS), EVENTS_BURST, Instant::now()),
+                    waiting: None,
+                    warned: false,
+                }),
                 pending: AtomicUsize::new(0),
             })),
         }
@@ -111,34 +128,48 @@ impl EventRecorder {
         let event = make_event(&shared.instance, name, uid, reason, note, SystemTime::now());
         // Counted before it is queued, so the writer never sees it uncounted.
         shared.pending.fetch_add(1, Ordering::SeqCst);
-        if let Err(e) = shared.tx.try_send((reason, event)) {
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
-            if matches!(e, TrySendError::Full(_)) {
-                debug!("event {reason} for {name}: queue full, dropped");
+        match shared.tx.try_send((reason, event)) {
+            Ok(()) => {
+                if let Some(t) = &*shared.task.lock() {
+                    t.schedule_now();
+                }
+            }
+            Err(e) => {
+                shared.pending.fetch_sub(1, Ordering::SeqCst);
+                if matches!(e, TrySendError::Full(_)) {
+                    debug!("event {reason} for {name}: queue full, dropped");
+                }
             }
         }
     }
 
-    /// Starts the writer thread. Idempotent; does nothing after [`shutdown`](Self::shutdown).
+    /// Starts the writer on a thread of its own (`autoregister-events`). Idempotent; does
+    /// nothing after [`shutdown`](Self::shutdown).
     pub fn start(&self) {
         let Some(shared) = &self.shared else {
             return;
         };
+        let timers = Timers::new("autoregister-events");
+        if self.start_on(&timers) {
+            *shared.own_timers.lock() = Some(timers);
+        }
+    }
+
+    /// Starts the writer as a task of `timers` (shared with other components); answers
+    /// whether it started now. Idempotent; does nothing after [`shutdown`](Self::shutdown).
+    pub fn start_on(&self, timers: &Timers) -> bool {
+        let Some(shared) = &self.shared else {
+            return false;
+        };
         let mut started = shared.started.lock();
         if *started {
-            return;
+            return false;
         }
         *started = true;
-        let s = shared.clone();
-        match std::thread::Builder::new()
-            .name("autoregister-events".into())
-            .spawn(move || s.write_loop())
-        {
-            Ok(h) => *shared.thread.lock() = Some(h),
-            Err(e) => {
-                warn!("cannot start the Event writer thread, no Events will be recorded: {e}")
-            }
-        }
+        // At once: Events recorded before the start are waiting.
+        let task = timers.add(shared.clone(), Some(timers.clock().now()));
+        *shared.task.lock() = Some(task);
+        true
     }
 
     /// Waits up to `timeout` until every queued Event has been written (or has failed), so
@@ -147,7 +178,7 @@ impl EventRecorder {
         let Some(shared) = &self.shared else {
             return true;
         };
-        if shared.thread.lock().is_none() {
+        if shared.task.lock().is_none() {
             return shared.pending.load(Ordering::SeqCst) == 0;
         }
         let deadline = Instant::now() + timeout;
@@ -167,7 +198,8 @@ impl EventRecorder {
             return;
         };
         *shared.started.lock() = true;
-        drop(shared.stop.lock().take());
+        // Not cancelled here: a stop must not wait for an Event being written.
+        shared.stopped.store(true, Ordering::SeqCst);
     }
 
     /// [`stop`](Self::stop)s and waits for the writer; an Event being written ends within
@@ -177,8 +209,12 @@ impl EventRecorder {
         let Some(shared) = &self.shared else {
             return;
         };
-        if let Some(h) = shared.thread.lock().take() {
-            let _ = h.join();
+        // Cancelling waits for an Event being written.
+        if let Some(t) = shared.task.lock().take() {
+            t.cancel();
+        }
+        if let Some(t) = shared.own_timers.lock().take() {
+            t.shutdown();
         }
     }
 }
@@ -191,58 +227,58 @@ impl std::fmt::Debug for EventRecorder {
     }
 }
 
-impl Shared {
-    fn write_loop(&self) {
-        let bucket = TokenBucket::new(f64::from(EVENTS_QPS), EVENTS_BURST, Instant::now());
-        let mut warned = false;
-        loop {
-            let (reason, event) = select! {
-                recv(self.stop_rx) -> _ => return,
-                recv(self.rx) -> e => match e {
-                    Ok(e) => e,
-                    Err(_) => return,
-                },
-            };
-            // Paced; a stop still ends the wait at once, and nothing is written after it.
-            let wait = bucket.reserve(Instant::now());
-            if self.stopped_within(wait) {
-                return;
-            }
-            let what = format!("{} for {}", event.reason, event.regarding.name);
-            let written = self.api.create(&event);
-            if written.is_err() {
-                // Never written, so a later identical Event is no repeat.
-                self.dedup
-                    .lock()
-                    .forget(&event.regarding.name, reason, &event.note);
-            }
-            self.pending.fetch_sub(1, Ordering::SeqCst);
-            match written {
-                Ok(_) => debug!("event {what} recorded"),
-                // Stopping or no longer leading: not a failure worth a warning.
-                Err(e) if e.is_cancelled() => debug!("event {what} not written: {e}"),
-                // One warning says what is wrong (RBAC, usually); the rest would be noise.
-                Err(e) if !warned => {
-                    warned = true;
-                    warn!(
-                        "cannot record Event {what}: {e} (Events are best-effort; \
-                         the ServiceAccount needs create on events.k8s.io events in {EVENT_NAMESPACE}; \
-                         further failures are logged at debug)"
-                    );
-                }
-                Err(e) => debug!("cannot record Event {what}: {e}"),
-            }
+impl Task for Shared {
+    /// Writes the next Event once its token is due; runs again for the next one, or waits
+    /// for `record` when none is queued.
+    fn fire(&self, now: Instant) -> Option<Instant> {
+        let mut w = self.writer.lock();
+        if self.stopped.load(Ordering::SeqCst) {
+            return None;
         }
-    }
-}
-
-impl Shared {
-    /// Waits up to `d` for a stop (the stop sender is only ever dropped, never sent on).
-    fn stopped_within(&self, d: Duration) -> bool {
-        matches!(
-            self.stop_rx.recv_timeout(d),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected)
-        )
+        let (reason, event) = match w.waiting.take() {
+            Some((at, reason, event)) if at <= now => (reason, event),
+            Some((at, reason, event)) => {
+                w.waiting = Some((at, reason, event));
+                return Some(at);
+            }
+            None => {
+                let (reason, event) = self.rx.try_recv().ok()?;
+                // Paced: a token is reserved now and used when due.
+                let wait = w.bucket.reserve(now);
+                if !wait.is_zero() {
+                    let at = now + wait;
+                    w.waiting = Some((at, reason, event));
+                    return Some(at);
+                }
+                (reason, event)
+            }
+        };
+        let what = format!("{} for {}", event.reason, event.regarding.name);
+        let written = self.api.create_unread(&event);
+        if written.is_err() {
+            // Never written, so a later identical Event is no repeat.
+            self.dedup
+                .lock()
+                .forget(&event.regarding.name, reason, &event.note);
+        }
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        match written {
+            Ok(()) => debug!("event {what} recorded"),
+            // Stopping or no longer leading: not a failure worth a warning.
+            Err(e) if e.is_cancelled() => debug!("event {what} not written: {e}"),
+            // One warning says what is wrong (RBAC, usually); the rest would be noise.
+            Err(e) if !w.warned => {
+                w.warned = true;
+                warn!(
+                    "cannot record Event {what}: {e} (Events are best-effort; \
+                     the ServiceAccount needs create on events.k8s.io events in {EVENT_NAMESPACE}; \
+                     further failures are logged at debug)"
+                );
+            }
+            Err(e) => debug!("cannot record Event {what}: {e}"),
+        }
+        // The next one, if any, at once (its token decides when it is written).
+        (!self.rx.is_empty()).then_some(now)
     }
 }
 

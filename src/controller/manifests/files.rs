@@ -37,7 +37,7 @@ pub fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, ManifestError> {
             files.push(entry.path());
         }
     }
-    files.sort();
+    crate::sort::sort(&mut files);
     Ok(files)
 }
 

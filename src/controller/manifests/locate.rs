@@ -28,7 +28,7 @@ pub(super) fn in_yaml(text: &str, path: &[Seg], at_key: bool) -> Option<(usize, 
 
 /// As [`in_yaml`], for a JSON text.
 pub(super) fn in_json(text: &str, path: &[Seg], at_key: bool) -> Option<(usize, usize)> {
-    let mut de = serde_json::Deserializer::from_str(text);
+    let mut de = serde_json::Deserializer::from_slice(text.as_bytes());
     match (Walk { path, at_key }).deserialize(&mut de) {
         Err(e) if e.to_string().contains(HERE) => Some((e.line(), e.column())),
         _ => None,

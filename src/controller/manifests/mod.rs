@@ -21,7 +21,6 @@
 
 mod documents;
 mod error;
-mod fast_yaml;
 mod files;
 mod from_str;
 mod json_value;

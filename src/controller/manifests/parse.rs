@@ -124,7 +124,7 @@ impl Found {
                     let mut located: Vec<ManifestError> =
                         problems.iter().map(|p| src.error(file, p)).collect();
                     // In the order of the text, as a user reads the file.
-                    located.sort_by_key(|e| (e.line, e.column));
+                    crate::sort::sort_by_key(&mut located, |e| (e.line, e.column));
                     self.errors.extend(located);
                 }
             }
@@ -211,7 +211,7 @@ pub fn parse_file(
             document: None,
             line: first_content_line(text),
         };
-        match serde_json::from_str::<Value>(text) {
+        match serde_json::from_slice::<Value>(text.as_bytes()) {
             Ok(doc) => found.take(&shared, label_key, Ok(doc), &src),
             Err(e) => {
                 src.line = e.line();
@@ -240,12 +240,9 @@ pub fn parse_file(
     }
 }
 
-/// Straight into a JSON value that refuses duplicate keys (see [`JsonValue`]), by the fast
-/// path when the document is plain enough. Aliases may expand only so far (see `crate::yaml`).
+/// Straight into a JSON value that refuses duplicate keys (see [`JsonValue`]). Aliases may
+/// expand only so far (see `crate::yaml`).
 fn yaml_to_json(text: &str) -> Result<Value, (Option<usize>, String)> {
-    if let Some(value) = super::fast_yaml::parse(text) {
-        return Ok(value);
-    }
     crate::yaml::from_str::<JsonValue>(text)
         .map(|v| v.0)
         .map_err(|e| (e.line, format!("invalid YAML: {e}")))

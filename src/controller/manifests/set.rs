@@ -128,9 +128,12 @@ impl ManifestSet {
 
     /// The effective desired set, by name.
     pub fn desired(&self) -> BTreeMap<String, Desired> {
-        self.manifests()
-            .map(|m| (m.name().to_string(), m.desired.clone()))
-            .collect()
+        // Inserted one by one: `collect` would compile a sort for this map's entries.
+        let mut out = BTreeMap::new();
+        for m in self.manifests() {
+            out.insert(m.name().to_string(), m.desired.clone());
+        }
+        out
     }
 
     /// Every object in effect, with where it was declared, by file then position.

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use crate::api::ListMeta;
 use crate::client::{Canceller, Error, ListParams};
 
 use super::ListerWatcher;
@@ -26,7 +27,31 @@ pub fn list_all<K: 'static>(
     label_selector: Option<&str>,
     cancel: &Canceller,
 ) -> Result<Option<Listed<K>>, Error> {
-    let result = match list_pages(lw, page_size, label_selector, cancel) {
+    let mut items = Vec::new();
+    let listed = paginate(page_size, label_selector, cancel, &mut |params| {
+        if params.continue_token.is_none() {
+            // The first page, or the start of the retry in one request.
+            items.clear();
+        }
+        let page = lw.list(params, cancel)?;
+        items.extend(page.items);
+        Ok(page.metadata)
+    })?;
+    Ok(listed.map(|resource_version| Listed {
+        items,
+        resource_version,
+    }))
+}
+
+/// The paging of [`list_all`] without the kind: `page` reads one page (keeping its items)
+/// and answers its list metadata; answers the list's resourceVersion, `None` once cancelled.
+fn paginate(
+    page_size: u32,
+    label_selector: Option<&str>,
+    cancel: &Canceller,
+    page: &mut dyn FnMut(&ListParams) -> Result<ListMeta, Error>,
+) -> Result<Option<String>, Error> {
+    let result = match pages(page_size, label_selector, cancel, page) {
         // The snapshot behind a continue token is compacted away after a few minutes
         // (410 Expired): start again in one request, as client-go's pager does.
         Err(PageError {
@@ -36,7 +61,7 @@ pub fn list_all<K: 'static>(
             log::info!(
                 "continue token expired during a paginated list; listing again without pages"
             );
-            list_pages(lw, 0, label_selector, cancel).map_err(|e| e.error)
+            pages(0, label_selector, cancel, page).map_err(|e| e.error)
         }
         other => other.map_err(|e| e.error),
     };
@@ -51,13 +76,12 @@ struct PageError {
     had_continue: bool,
 }
 
-fn list_pages<K: 'static>(
-    lw: &dyn ListerWatcher<K>,
+fn pages(
     page_size: u32,
     label_selector: Option<&str>,
     cancel: &Canceller,
-) -> Result<Option<Listed<K>>, PageError> {
-    let mut items = Vec::new();
+    page: &mut dyn FnMut(&ListParams) -> Result<ListMeta, Error>,
+) -> Result<Option<String>, PageError> {
     let mut token: Option<String> = None;
     // Every token handed out so far: a server cycling through tokens (A, B, A, ...)
     // would have us loop forever, the item list growing without bound.
@@ -73,19 +97,13 @@ fn list_pages<K: 'static>(
             label_selector: label_selector.map(str::to_string),
             field_selector: None,
         };
-        let page = lw.list(&params, cancel).map_err(|error| PageError {
+        let meta = page(&params).map_err(|error| PageError {
             error,
             had_continue: token.is_some(),
         })?;
-        items.extend(page.items);
-        let next = page.metadata.continue_.filter(|c| !c.is_empty());
+        let next = meta.continue_.filter(|c| !c.is_empty());
         match next {
-            None => {
-                return Ok(Some(Listed {
-                    items,
-                    resource_version: page.metadata.resource_version.unwrap_or_default(),
-                }))
-            }
+            None => return Ok(Some(meta.resource_version.unwrap_or_default())),
             Some(n) if seen.contains(&n) => {
                 let shown: String = n.chars().take(100).collect();
                 return Err(PageError {

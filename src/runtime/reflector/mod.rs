@@ -7,6 +7,7 @@
 //! Failures wait an exponential, jittered backoff.
 
 mod handler;
+mod kind;
 mod list;
 mod lister_watcher;
 mod replace;
@@ -26,9 +27,13 @@ use parking_lot::Mutex;
 use crate::api::Resource;
 use crate::client::Canceller;
 use crate::runtime::backoff::BackoffConfig;
+use crate::runtime::clock::deadline_after;
 use crate::runtime::liveness::Liveness;
 use crate::runtime::reachability::{Change, Reachability};
 use crate::runtime::store::Store;
+use crate::runtime::timers::{TimerHandle, Timers};
+
+use kind::{Kind, Typed};
 
 pub use handler::EventHandler;
 pub use list::{list_all, Listed};
@@ -42,6 +47,9 @@ pub struct ReflectorOptions {
     pub page_size: u32,
     /// Re-deliver every cached object as an update this often; `None` never.
     pub resync: Option<Duration>,
+    /// Where the resync runs: a task of these timers (shared with other components), or
+    /// with `None` a thread of its own named `resync-<plural>`.
+    pub timers: Option<Arc<Timers>>,
     /// Only objects matching this label selector.
     pub label_selector: Option<String>,
     /// Waits between failed attempts.
@@ -79,6 +87,7 @@ impl Default for ReflectorOptions {
         ReflectorOptions {
             page_size: 500,
             resync: None,
+            timers: None,
             label_selector: None,
             backoff: BackoffConfig::default(),
             min_watch_timeout: Duration::from_secs(300),
@@ -103,51 +112,74 @@ impl Reflector {
         handler: Arc<dyn EventHandler<K>>,
         opts: ReflectorOptions,
     ) -> ReflectorHandle {
-        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-        let shutdown = Arc::new(Shutdown {
-            state: Mutex::new(StopState::default()),
-            stop_tx: Mutex::new(Some(stop_tx)),
-            stop_rx,
-        });
-        let deliver = Arc::new(Mutex::new(()));
-        if let Some(reach) = &opts.reachability {
-            // Weak: the gate outlives this reflector (it belongs to the caller).
-            let shutdown = Arc::downgrade(&shutdown);
-            reach.subscribe(move |change| {
-                if let (Change::Lost(_), Some(s)) = (change, shutdown.upgrade()) {
-                    s.probe();
-                }
-            });
-        }
-
-        let resync = opts.resync.map(|period| {
-            let (store, handler, shutdown, deliver) = (
-                store.clone(),
-                handler.clone(),
-                shutdown.clone(),
-                deliver.clone(),
-            );
-            std::thread::Builder::new()
-                .name(format!("resync-{}", K::PLURAL))
-                .spawn(move || {
-                    run::resync_loop(period, &store, handler.as_ref(), &shutdown, &deliver)
-                })
-        });
-        let main = {
-            let shutdown = shutdown.clone();
-            std::thread::Builder::new()
-                .name(format!("reflector-{}", K::PLURAL))
-                .spawn(move || run::Runner::new(lw, store, handler, opts, shutdown, deliver).run())
+        let kind = Typed {
+            lw: Box::new(lw),
+            store,
+            handler,
         };
-        let mut threads = Vec::new();
-        for t in [Some(main), resync].into_iter().flatten() {
-            match t {
-                Ok(h) => threads.push(h),
-                // Out of threads: nothing sensible to do but say so; the store never syncs.
-                Err(e) => log::error!("cannot start a reflector thread for {}: {e}", K::PLURAL),
+        spawn_kind(K::PLURAL, Arc::new(kind), opts)
+    }
+}
+
+/// [`Reflector::spawn`] past the typed seam: compiled once for every kind.
+fn spawn_kind(
+    plural: &'static str,
+    kind: Arc<dyn Kind>,
+    opts: ReflectorOptions,
+) -> ReflectorHandle {
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let shutdown = Arc::new(Shutdown {
+        state: Mutex::new(StopState::default()),
+        stop_tx: Mutex::new(Some(stop_tx)),
+        stop_rx,
+    });
+    let deliver = Arc::new(Mutex::new(()));
+    if let Some(reach) = &opts.reachability {
+        // Weak: the gate outlives this reflector (it belongs to the caller).
+        let shutdown = Arc::downgrade(&shutdown);
+        reach.subscribe(move |change| {
+            if let (Change::Lost(_), Some(s)) = (change, shutdown.upgrade()) {
+                s.probe();
             }
-        }
-        ReflectorHandle { shutdown, threads }
+        });
+    }
+
+    let resync = opts.resync.map(|period| {
+        let own = opts
+            .timers
+            .is_none()
+            .then(|| Timers::new(&format!("resync-{plural}")));
+        let task = Arc::new(run::Resync {
+            period,
+            kind: kind.clone(),
+            shutdown: shutdown.clone(),
+            deliver: deliver.clone(),
+        });
+        let timers = opts.timers.as_ref().or(own.as_ref());
+        let handle = timers.map(|t| {
+            let first = deadline_after(t.clock().now(), period);
+            t.add(task, Some(first))
+        });
+        (handle, own)
+    });
+    let main = {
+        let shutdown = shutdown.clone();
+        std::thread::Builder::new()
+            .name(format!("reflector-{plural}"))
+            .spawn(move || run::Runner::new(plural, kind, opts, shutdown, deliver).run())
+    };
+    let mut threads = Vec::new();
+    match main {
+        Ok(h) => threads.push(h),
+        // Out of threads: nothing sensible to do but say so; the store never syncs.
+        Err(e) => log::error!("cannot start a reflector thread for {plural}: {e}"),
+    }
+    let (resync, own_timers) = resync.unwrap_or((None, None));
+    ReflectorHandle {
+        shutdown,
+        threads,
+        resync: Mutex::new(resync),
+        own_timers,
     }
 }
 
@@ -155,12 +187,23 @@ impl Reflector {
 pub struct ReflectorHandle {
     shutdown: Arc<Shutdown>,
     threads: Vec<JoinHandle<()>>,
+    /// The resync task, if any; cancelled on stop.
+    resync: Mutex<Option<TimerHandle>>,
+    /// The resync's own timers, when none were given: shut down with the reflector.
+    own_timers: Option<Arc<Timers>>,
 }
 
 impl ReflectorHandle {
     /// Asks the reflector to stop: cancels an open watch and ends a backoff wait. Idempotent.
     pub fn stop(&self) {
         self.shutdown.stop();
+        // Cancelling waits for a resync in progress: none runs after the stop.
+        if let Some(r) = self.resync.lock().take() {
+            r.cancel();
+        }
+        if let Some(t) = &self.own_timers {
+            t.shutdown();
+        }
     }
 
     /// Stops the reflector (if not yet asked) and waits for its threads to end;

@@ -58,10 +58,10 @@ pub(super) fn replace<K: Resource>(
     let old = store.replace(next.clone());
 
     let mut out = Replaced::default();
-    let mut gone: Vec<(&String, &Arc<K>)> =
-        old.iter().filter(|(k, _)| !next.contains_key(*k)).collect();
-    gone.sort_by(|a, b| a.0.cmp(b.0));
-    for (_, obj) in gone {
+    // Keys only are sorted: one sort for every kind.
+    let mut gone: Vec<&String> = old.keys().filter(|k| !next.contains_key(*k)).collect();
+    crate::sort::sort(&mut gone);
+    for obj in gone.into_iter().filter_map(|k| old.get(k)) {
         handler.on_delete(obj);
         out.deleted += 1;
     }

@@ -10,16 +10,15 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::api::Resource;
 use crate::client::{Error, WatchParams};
 use crate::runtime::backoff::{jittered, Backoff};
+use crate::runtime::clock::deadline_after;
 use crate::runtime::prng::XorShift64;
-use crate::runtime::store::Store;
+use crate::runtime::timers::Task;
 
-use super::list::list_all;
-use super::replace::replace;
-use super::watch::{classify, consume, Failure, WatchEnd};
-use super::{EventHandler, ListerWatcher, ReflectorOptions, Shutdown};
+use super::kind::{Kind, Step};
+use super::watch::{classify, Failure, WatchEnd};
+use super::{ReflectorOptions, Shutdown};
 
 /// A watch that ends sooner than this without a single event is suspicious: a proxy or
 /// a broken server closing at once; back off rather than spin.
@@ -40,11 +39,11 @@ enum Next {
     Watch(String),
 }
 
-/// The reflector thread's state.
-pub(super) struct Runner<K, L> {
-    lw: L,
-    store: Arc<Store<K>>,
-    handler: Arc<dyn EventHandler<K>>,
+/// The reflector thread's state; the kind is behind [`Kind`], so this is compiled once.
+pub(super) struct Runner {
+    /// The kind's plural, for log lines.
+    plural: &'static str,
+    kind: Arc<dyn Kind>,
     opts: ReflectorOptions,
     shutdown: Arc<Shutdown>,
     deliver: Arc<Mutex<()>>,
@@ -64,19 +63,17 @@ pub(super) struct Runner<K, L> {
     fresh: Option<(Instant, String)>,
 }
 
-impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
+impl Runner {
     pub(super) fn new(
-        lw: L,
-        store: Arc<Store<K>>,
-        handler: Arc<dyn EventHandler<K>>,
+        plural: &'static str,
+        kind: Arc<dyn Kind>,
         opts: ReflectorOptions,
         shutdown: Arc<Shutdown>,
         deliver: Arc<Mutex<()>>,
     ) -> Self {
         Runner {
-            lw,
-            store,
-            handler,
+            plural,
+            kind,
             backoff: Backoff::new(opts.backoff.clone()),
             opts,
             shutdown,
@@ -121,17 +118,27 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         if let Some(h) = heartbeat {
             h.retire();
         }
-        log::debug!("reflector for {} stopped", K::PLURAL);
+        log::debug!("reflector for {} stopped", self.plural);
     }
 
     /// One full list; answers what to do next, or `None` when stopped.
     fn list(&mut self) -> Option<Next> {
         let cancel = self.shutdown.register_request()?;
-        let listed = list_all(
-            &self.lw,
+        let (plural, last_rv, moved_back) = (self.plural, &self.last_rv, self.history_moved_back);
+        let listed = self.kind.relist(
             self.opts.page_size,
             self.opts.label_selector.as_deref(),
             &cancel,
+            &self.deliver,
+            &mut |listed_rv| {
+                let backwards = moved_backwards(listed_rv, last_rv);
+                if backwards {
+                    log::warn!(
+                        "{plural}: the server's history moved backwards (list at resourceVersion {listed_rv}, cache at {last_rv}); replacing the cache",
+                    );
+                }
+                !(backwards || moved_back)
+            },
         );
         self.shutdown.unregister_request();
         let listed = match listed {
@@ -139,33 +146,14 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             Ok(None) => return None,
             Err(e) => return self.fail("list", &e).then_some(Next::List),
         };
-        let backwards = moved_backwards(&listed.resource_version, &self.last_rv);
-        if backwards {
-            log::warn!(
-                "{}: the server's history moved backwards (list at resourceVersion {}, cache at {}); replacing the cache",
-                K::PLURAL,
-                listed.resource_version,
-                self.last_rv
-            );
-        }
-        let n = listed.items.len();
-        let counts = {
-            let _turn = self.deliver.lock();
-            let trust_versions = !(backwards || self.history_moved_back);
-            replace(
-                &self.store,
-                listed.items,
-                self.handler.as_ref(),
-                trust_versions,
-            )
-        };
+        let (n, counts) = (listed.listed, listed.counts);
         self.history_moved_back = false;
         let changed = counts.added + counts.updated + counts.deleted;
         if self.listed.is_some() && changed > 0 {
             // A relist that finds differences means events were missed: worth saying.
             log::info!(
                 "{}: relist at resourceVersion {} found {} added, {} updated, {} deleted",
-                K::PLURAL,
+                self.plural,
                 listed.resource_version,
                 counts.added,
                 counts.updated,
@@ -174,19 +162,19 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         } else {
             log::debug!(
                 "{}: listed {n} at resourceVersion {}: {counts:?}",
-                K::PLURAL,
+                self.plural,
                 listed.resource_version
             );
         }
         let relisted = self.listed.is_some();
         self.listed = Some(Instant::now());
         self.fresh = Some((Instant::now(), listed.resource_version.clone()));
-        self.store.mark_synced();
+        self.kind.mark_synced();
         self.healthy();
         self.reached();
         if relisted {
             let _turn = self.deliver.lock();
-            self.handler.on_relisted();
+            self.kind.on_relisted();
         }
         self.last_rv = listed.resource_version.clone();
         Some(Next::Watch(listed.resource_version))
@@ -217,8 +205,37 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
             .fresh
             .take()
             .is_some_and(|(at, lrv)| lrv == rv && at.elapsed() < SUSPICIOUS_WATCH);
-        let events = match self.lw.watch(&params, &cancel) {
-            Ok(events) => events,
+        let mut last_rv = rv.clone();
+        let mut seen = 0usize;
+        let (kind, deliver, shutdown) = (
+            self.kind.clone(),
+            self.deliver.clone(),
+            self.shutdown.clone(),
+        );
+        let end = kind.watch(
+            &params,
+            &cancel,
+            &deliver,
+            &mut last_rv,
+            &|| shutdown.is_stopped(),
+            &mut |step| match step {
+                Step::Opened => {
+                    // The server is reachable: count health from here (a later failure after
+                    // two quiet minutes starts the backoff over).
+                    self.backoff.success(started);
+                    self.reached();
+                }
+                Step::Event => {
+                    seen += 1;
+                    if seen == 1 {
+                        // Events flow: say "recovered" now, not when the watch ends minutes later.
+                        self.healthy();
+                    }
+                }
+            },
+        );
+        let end = match end {
+            Ok(end) => end,
             Err(e) => {
                 self.shutdown.unregister_request();
                 if self.shutdown.take_probed() {
@@ -226,32 +243,6 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 }
                 return self.after_watch_error(&e, rv, fresh);
             }
-        };
-        // The server is reachable: count health from here (a later failure after two
-        // quiet minutes starts the backoff over).
-        self.backoff.success(started);
-        self.reached();
-        let mut last_rv = rv.clone();
-        let mut seen = 0usize;
-        let end = {
-            let (store, handler) = (self.store.clone(), self.handler.clone());
-            let (deliver, shutdown) = (self.deliver.clone(), self.shutdown.clone());
-            let mut progress = || {
-                seen += 1;
-                if seen == 1 {
-                    // Events flow: say "recovered" now, not when the watch ends minutes later.
-                    self.healthy();
-                }
-            };
-            consume(
-                events,
-                &store,
-                handler.as_ref(),
-                &deliver,
-                &mut last_rv,
-                &|| shutdown.is_stopped(),
-                &mut progress,
-            )
         };
         self.shutdown.unregister_request();
         self.last_rv.clone_from(&last_rv);
@@ -263,7 +254,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 self.history_moved_back = true;
                 log::warn!(
                     "{}: the watch went from resourceVersion {seen} back to {got}: the server's history moved backwards; relisting",
-                    K::PLURAL
+                    self.plural
                 );
                 Some(Next::List)
             }
@@ -276,7 +267,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 if self.until_relist().is_some_and(|left| left.is_zero()) {
                     return Some(self.periodic_relist());
                 }
-                log::debug!("{}: watch ended; re-watching from {last_rv}", K::PLURAL);
+                log::debug!("{}: watch ended; re-watching from {last_rv}", self.plural);
                 Some(Next::Watch(last_rv))
             }
         }
@@ -295,7 +286,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 // ends on a busy cluster. Relist at once, whatever the backoff has grown to.
                 log::info!(
                     "{}: resourceVersion {rv} is gone ({e}); relisting",
-                    K::PLURAL
+                    self.plural
                 );
                 Some(Next::List)
             }
@@ -303,7 +294,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
                 self.history_moved_back = true;
                 log::warn!(
                     "{}: the server has not reached resourceVersion {rv} ({e}): its history moved backwards; relisting",
-                    K::PLURAL
+                    self.plural
                 );
                 self.wait_before_retry(e).then_some(Next::List)
             }
@@ -320,7 +311,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         }
         log::debug!(
             "{}: a request found the server unreachable; re-watching from {rv} to check",
-            K::PLURAL
+            self.plural
         );
         Some(Next::Watch(rv))
     }
@@ -340,7 +331,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
     }
 
     fn periodic_relist(&self) -> Next {
-        log::debug!("{}: periodic relist", K::PLURAL);
+        log::debug!("{}: periodic relist", self.plural);
         Next::List
     }
 
@@ -359,13 +350,13 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         };
         if self.failing != Some(what) {
             if gated {
-                log::debug!("{}: {what} failing: {e}; retrying with backoff", K::PLURAL);
+                log::debug!("{}: {what} failing: {e}; retrying with backoff", self.plural);
             } else {
-                log::warn!("{}: {what} failing: {e}; retrying with backoff", K::PLURAL);
+                log::warn!("{}: {what} failing: {e}; retrying with backoff", self.plural);
             }
             self.failing = Some(what);
         } else {
-            log::debug!("{}: {what} still failing: {e}", K::PLURAL);
+            log::debug!("{}: {what} still failing: {e}", self.plural);
         }
         self.wait_before_retry(e)
     }
@@ -384,7 +375,7 @@ impl<K: Resource, L: ListerWatcher<K>> Runner<K, L> {
         self.backoff.success(Instant::now());
         if let Some(what) = self.failing.take() {
             self.shutdown.set_failure(None);
-            log::info!("{}: {what} recovered", K::PLURAL);
+            log::info!("{}: {what} recovered", self.plural);
         }
     }
 
@@ -409,23 +400,27 @@ fn ceil_secs(d: Duration) -> u32 {
     u32::try_from(s.max(1)).unwrap_or(u32::MAX)
 }
 
-/// The resync thread: every `period`, re-delivers every cached object as an update.
-pub(super) fn resync_loop<K: Resource>(
-    period: Duration,
-    store: &Store<K>,
-    handler: &dyn EventHandler<K>,
-    shutdown: &Shutdown,
-    deliver: &Mutex<()>,
-) {
-    while !shutdown.sleep(period) {
-        if !store.has_synced() {
-            continue;
+/// The resync: every `period`, re-delivers every cached object as an update (a task of
+/// the reflector's timers).
+pub(super) struct Resync {
+    pub(super) period: Duration,
+    pub(super) kind: Arc<dyn Kind>,
+    pub(super) shutdown: Arc<Shutdown>,
+    pub(super) deliver: Arc<Mutex<()>>,
+}
+
+impl Task for Resync {
+    fn fire(&self, now: Instant) -> Option<Instant> {
+        if self.shutdown.is_stopped() {
+            return None;
         }
-        // Under the delivery lock: a resync sees the cache between two events, never mid-relist.
-        let _turn = deliver.lock();
-        for obj in store.list() {
-            handler.on_update(&obj, &obj);
+        if self.kind.has_synced() {
+            // Under the delivery lock: a resync sees the cache between two events, never
+            // mid-relist.
+            let _turn = self.deliver.lock();
+            self.kind.resync();
         }
+        Some(deadline_after(now, self.period))
     }
 }
 

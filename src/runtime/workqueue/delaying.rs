@@ -1,8 +1,8 @@
-//! The delaying queue: the plain queue plus `add_after`, served by one timer thread.
+//! The delaying queue: the plain queue plus `add_after`, served by a timer task.
 //!
-//! Waiting items live in a min-heap of deadlines; one thread per queue sleeps on the
-//! queue's clock until the earliest deadline (or until an earlier one is added) and
-//! moves ready items into the queue. A key already waiting keeps the earlier of its
+//! Waiting items live in a min-heap of deadlines; a task of a [`Timers`] thread (the
+//! controller's shared one, or the queue's own) runs at the earliest deadline (or earlier
+//! when an earlier one is added) and moves ready items into the queue. A key already waiting keeps the earlier of its
 //! deadlines, as in client-go: a later `add_after` never postpones it.
 //!
 //! A key can also be *held* until an instant (`hold`): a "not before" that every way in
@@ -14,14 +14,14 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::Hash;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use super::metrics::QueueMetrics;
 use super::queue::Queue;
-use crate::runtime::clock::{deadline_after, Clock, Wakeup};
+use crate::runtime::clock::{deadline_after, Clock};
+use crate::runtime::timers::{Task, TimerHandle, Timers};
 
 /// Passed holds are dropped when this many are kept (a few bytes each; pruning is O(n)).
 const PRUNE_HOLDS_AT: usize = 256;
@@ -33,16 +33,18 @@ const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 pub struct DelayingQueue<T> {
     queue: Arc<Queue<T>>,
     timer: Arc<Timer<T>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The timer task; taken (cancelled) when the timer stops.
+    task: Mutex<Option<TimerHandle>>,
+    /// The queue's own timers, when it was not given shared ones: shut down with it.
+    own_timers: Option<Arc<Timers>>,
     clock: Arc<dyn Clock>,
     metrics: Arc<QueueMetrics>,
 }
 
-/// State shared with the timer thread.
+/// State shared with the timer task.
 struct Timer<T> {
     state: Mutex<TimerState<T>>,
-    /// Wakes the timer thread: an earlier deadline arrived, or stop.
-    wakeup: Arc<Wakeup>,
+    queue: Arc<Queue<T>>,
 }
 
 struct TimerState<T> {
@@ -87,8 +89,18 @@ impl<T: Eq + Hash> TimerState<T> {
 }
 
 impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
-    /// A delaying queue whose timer thread is named `workqueue-<name>`.
+    /// A delaying queue with a timer thread of its own, named `workqueue-<name>` (started
+    /// by the first delayed add).
     pub fn new(name: &str, clock: Arc<dyn Clock>, metrics: Arc<QueueMetrics>) -> Self {
+        let timers = Timers::with_clock(&format!("workqueue-{name}"), clock);
+        let mut q = Self::with_timers(&timers, metrics);
+        q.own_timers = Some(timers);
+        q
+    }
+
+    /// A delaying queue whose delays are a task of `timers` (on their clock).
+    pub fn with_timers(timers: &Timers, metrics: Arc<QueueMetrics>) -> Self {
+        let clock = timers.clock().clone();
         let queue = Arc::new(Queue::new(clock.clone(), metrics.clone()));
         let timer = Arc::new(Timer {
             state: Mutex::new(TimerState {
@@ -98,20 +110,14 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
                 next_seq: 0,
                 stopped: false,
             }),
-            wakeup: Arc::new(Wakeup::new()),
+            queue: queue.clone(),
         });
-        let thread = {
-            let (queue, timer, clock) = (queue.clone(), timer.clone(), clock.clone());
-            std::thread::Builder::new()
-                .name(format!("workqueue-{name}"))
-                .spawn(move || run_timer(&timer, &queue, clock.as_ref()))
-                // As `std::thread::spawn`: only fails when the process is out of threads.
-                .expect("spawning the workqueue timer thread")
-        };
+        let task = timers.add(timer.clone(), None);
         DelayingQueue {
             queue,
             timer,
-            thread: Mutex::new(Some(thread)),
+            task: Mutex::new(Some(task)),
+            own_timers: None,
             clock,
             metrics,
         }
@@ -158,7 +164,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
         let earliest = s.heap.peek().is_some_and(|e| e.seq == seq);
         drop(s);
         if earliest {
-            self.timer.wakeup.wake();
+            if let Some(task) = &*self.task.lock() {
+                task.schedule(at);
+            }
         }
     }
 
@@ -236,7 +244,8 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
         self.queue.is_empty()
     }
 
-    /// Shuts the queue down (see [`Queue::shutdown`]), drops waiting items and joins the timer thread.
+    /// Shuts the queue down (see [`Queue::shutdown`]), drops waiting items and stops the
+    /// timer (joining its thread when it is the queue's own).
     pub fn shutdown(&self) {
         self.queue.shutdown();
         self.stop_timer();
@@ -269,33 +278,34 @@ impl<T> DelayingQueue<T> {
             s.waiting.clear();
             s.holds.clear();
         }
-        self.timer.wakeup.wake();
-        // Held while joining, so a concurrent shutdown also returns only once the thread is gone.
-        let mut thread = self.thread.lock();
-        if let Some(t) = thread.take() {
-            // A panic in the timer thread was already reported on stderr; nothing to add.
-            let _ = t.join();
+        // Held while cancelling, so a concurrent shutdown also returns only once no run of
+        // the task is left.
+        let mut task = self.task.lock();
+        if let Some(t) = task.take() {
+            t.cancel();
+        }
+        if let Some(timers) = &self.own_timers {
+            timers.shutdown();
         }
     }
 }
 
 impl<T> Drop for DelayingQueue<T> {
     fn drop(&mut self) {
-        // The timer thread holds no reference to `self`, so it would otherwise outlive it.
+        // The task holds no reference to `self`, so it would otherwise outlive it.
         self.stop_timer();
     }
 }
 
-/// The timer thread: move ready items into the queue, then sleep until the next deadline.
-fn run_timer<T: Clone + Eq + Hash>(timer: &Timer<T>, queue: &Queue<T>, clock: &dyn Clock) {
-    let mut ready = Vec::new();
-    loop {
+impl<T: Clone + Eq + Hash + Send + 'static> Task for Timer<T> {
+    /// Moves ready items into the queue; runs again at the next deadline.
+    fn fire(&self, now: Instant) -> Option<Instant> {
+        let mut ready = Vec::new();
         let next = {
-            let mut s = timer.state.lock();
+            let mut s = self.state.lock();
             if s.stopped {
-                return;
+                return None;
             }
-            let now = clock.now();
             let mut later = Vec::new();
             while s.heap.peek().is_some_and(|e| e.at <= now) {
                 let Some(e) = s.heap.pop() else { break };
@@ -319,9 +329,9 @@ fn run_timer<T: Clone + Eq + Hash>(timer: &Timer<T>, queue: &Queue<T>, clock: &d
             s.heap.peek().map(|e| e.at)
         };
         // Outside the timer lock: `add` takes the queue lock.
-        for item in ready.drain(..) {
-            queue.add(item);
+        for item in ready {
+            self.queue.add(item);
         }
-        clock.wait(&timer.wakeup, next);
+        next
     }
 }

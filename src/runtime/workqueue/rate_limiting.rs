@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use super::delaying::DelayingQueue;
 use super::metrics::QueueMetrics;
-use super::rate_limiter::{default_controller_rate_limiter, RateLimiter};
+use super::rate_limiter::{
+    default_controller_rate_limiter, default_controller_rate_limiter_with_clock, RateLimiter,
+};
 use crate::runtime::clock::{Clock, RealClock};
+use crate::runtime::timers::Timers;
 
 /// The full workqueue stack: dedup, processing set, delays and per-item retry backoff.
 ///
@@ -36,6 +39,17 @@ impl<T: Clone + Eq + Hash + Send + 'static> RateLimitingQueue<T> {
         let clock: Arc<dyn Clock> = Arc::new(RealClock);
         let metrics = Arc::new(QueueMetrics::new(name, clock.clone()));
         Self::new(name, default_controller_rate_limiter(), clock, metrics)
+    }
+
+    /// As [`with_defaults`](Self::with_defaults), its delays a task of `timers` (on their
+    /// clock) instead of a thread of its own.
+    pub fn with_timers(name: &str, timers: &Timers) -> Self {
+        let clock = timers.clock().clone();
+        let metrics = Arc::new(QueueMetrics::new(name, clock.clone()));
+        RateLimitingQueue {
+            queue: DelayingQueue::with_timers(timers, metrics),
+            limiter: default_controller_rate_limiter_with_clock(clock),
+        }
     }
 
     /// Adds `item` after the delay the limiter picks for it (and records the attempt).
