@@ -350,9 +350,15 @@ impl Runner {
         };
         if self.failing != Some(what) {
             if gated {
-                log::debug!("{}: {what} failing: {e}; retrying with backoff", self.plural);
+                log::debug!(
+                    "{}: {what} failing: {e}; retrying with backoff",
+                    self.plural
+                );
             } else {
-                log::warn!("{}: {what} failing: {e}; retrying with backoff", self.plural);
+                log::warn!(
+                    "{}: {what} failing: {e}; retrying with backoff",
+                    self.plural
+                );
             }
             self.failing = Some(what);
         } else {
