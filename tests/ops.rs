@@ -149,11 +149,22 @@ fn metrics_carry_build_info_and_no_negative_zero() {
     let ops = OpsServer::start("127.0.0.1:0", OpsSources::for_controller(&controller)).unwrap();
     controller.start();
     controller.wait_converged(WAIT).unwrap();
-    // Idle: nothing in flight.
+    // Idle: nothing queued and nothing in flight. `wait_converged` can return while the
+    // worker that converged the name has yet to finish its item, and the queue's depth is 0
+    // then too: the unfinished work is read as a number here (0 and -0 alike) and its
+    // spelling checked below.
+    let unfinished = |body: &str| {
+        body.lines()
+            .find_map(|l| {
+                l.strip_prefix("workqueue_unfinished_work_seconds{name=\"autoregister\"} ")
+            })
+            .and_then(|v| v.parse::<f64>().ok())
+    };
     let body = wait_for("an idle workqueue", || {
         let body = get(ops.local_addr(), "/metrics").body;
-        body.contains("workqueue_depth{name=\"autoregister\"} 0\n")
-            .then_some(body)
+        (body.contains("workqueue_depth{name=\"autoregister\"} 0\n")
+            && unfinished(&body) == Some(0.0))
+        .then_some(body)
     });
     let exp = promtext::parse(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
     let info = exp.value(

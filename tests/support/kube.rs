@@ -447,23 +447,7 @@ impl Kube {
     /// and a ready EndpointSlice are created, and the server listens on the ClusterIP with
     /// a serving certificate for `name.ns.svc` from a CA of its own.
     pub fn sample_apiserver(&self, ns: &str, name: &str) -> Backend {
-        let port = free_port();
-        self.apply(&format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\n\
-             apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  ports:\n  - name: https\n    port: {port}\n    protocol: TCP\n---\n\
-             apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-1\n  namespace: {ns}\n  labels:\n    kubernetes.io/service-name: {name}\n\
-             addressType: FQDN\nendpoints:\n- addresses: [backend.localhost]\n  conditions:\n    ready: true\nports:\n- name: https\n  port: {port}\n  protocol: TCP\n"
-        ));
-        let (ok, ip, err) = self.kubectl(&[
-            "-n",
-            ns,
-            "get",
-            "service",
-            name,
-            "-o",
-            "jsonpath={.spec.clusterIP}",
-        ]);
-        assert!(ok && ip.starts_with("127."), "ClusterIP {ip:?}: {err}");
+        let LoopbackService { ip, port, .. } = self.loopback_service(ns, name);
         let ca = Ca::new("sample-apiserver-ca");
         let svc_name = format!("{name}.{ns}.svc");
         let dir = self.scratch(&format!("backend-{ns}-{name}"));
