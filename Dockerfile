@@ -17,13 +17,14 @@ WORKDIR /src
 # Cargo.toml names the benches and examples, so they must exist for cargo to read it.
 COPY Cargo.toml Cargo.lock ./
 COPY .cargo .cargo
+COPY link link
 COPY src src
 COPY benches benches
 COPY examples examples
 ENV CARGO_TARGET_DIR=/target
 RUN CC_x86_64_unknown_linux_musl=musl-gcc \
-    cargo build --release --locked --target x86_64-unknown-linux-musl --bin autoregister \
- && cp /target/x86_64-unknown-linux-musl/release/autoregister /autoregister \
+    cargo build --profile static --locked --target x86_64-unknown-linux-musl --bin autoregister \
+ && cp /target/x86_64-unknown-linux-musl/static/autoregister /autoregister \
  && /autoregister version
 
 FROM scratch

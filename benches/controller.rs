@@ -1,6 +1,9 @@
 //! Controller benchmark: the binary converging N APIServices (default flags and `--qps 0`)
-//! beside the REST floor measured in the same run, its peak RSS and CPU time; the binaries'
-//! sizes; an idle controller's RSS and threads; peak and steady RSS with 5,000 objects.
+//! beside the REST floor measured in the same run, its peak RSS and CPU time; and each
+//! binary's footprint beside the previous release's (benches/README.md): size, an idle
+//! controller's RSS and threads, peak and steady RSS with 1,000 objects. The static binary's
+//! footprint has limits (idle RSS under 4 MB, 1,000 objects under 7 MB, idle threads at most
+//! workers + 6): the bench fails, after printing everything, when one is passed.
 //!
 //! - floor: `--workers` threads POSTing the same N objects over one keep-alive client
 //!   (what the controller cannot beat: same server, same number of connections);
@@ -17,7 +20,8 @@
 //!   after a 429 and without it (`AUTOREGISTER_THROTTLE_WRITES=off`, each write meeting its
 //!   own 429, as before the hold existed), in the same run.
 //!
-//! `cargo bench --features testing --bench controller -- [--rounds R] [--sizes 1000,10000] [--memory 5000] [--seats K] [--seats-n N]`
+//! `cargo bench --features testing --bench controller -- [--rounds R] [--sizes 1000,10000] [--memory 1000] [--seats K] [--seats-n N] [--footprint]`
+//! (`--footprint`: the footprint table alone, in seconds)
 //! `BENCH_BINS=label=path,...` names the binaries (default: the release build);
 //! `BENCH_LOG=FILE` appends the controllers' logs at debug level to FILE (to see where time goes).
 
@@ -36,7 +40,8 @@ const WORKERS: usize = 2;
 fn main() {
     let mut rounds = 3usize;
     let mut sizes = vec![1000usize, 10_000];
-    let mut memory_n = 5000usize;
+    let mut memory_n = 1000usize;
+    let mut footprint_only = false;
     let mut seats = SEATS;
     let mut seats_n = 1000usize;
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
@@ -45,6 +50,7 @@ fn main() {
         match a.as_str() {
             "--rounds" => rounds = num().unwrap_or(rounds),
             "--memory" => memory_n = num().unwrap_or(memory_n),
+            "--footprint" => footprint_only = true,
             "--seats" => seats = num().unwrap_or(seats),
             "--seats-n" => seats_n = num().unwrap_or(seats_n),
             "--sizes" => {
@@ -61,6 +67,14 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let ticks = clock_ticks();
 
+    if footprint_only {
+        let over = footprint_table(&bins, &dir, memory_n);
+        let _ = std::fs::remove_dir_all(&dir);
+        if over {
+            std::process::exit(1);
+        }
+        return;
+    }
     println!("controller benchmark; median of {rounds} rounds; {WORKERS} workers (the default)");
     for (label, path) in &bins {
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -120,23 +134,125 @@ fn main() {
     println!();
     seat_limited_table(&bins, &dir, seats_n, seats, rounds);
     println!();
+    let over = footprint_table(&bins, &dir, memory_n);
+    let _ = std::fs::remove_dir_all(&dir);
+    if over {
+        std::process::exit(1);
+    }
+}
+
+/// The static binary's footprint limits: idle RSS and peak RSS with 1,000 objects (bytes).
+const IDLE_RSS_LIMIT: u64 = 4_000_000;
+const RSS_1000_LIMIT: u64 = 7_000_000;
+/// Idle threads beyond the workers.
+const THREADS_BEYOND_WORKERS: u64 = 6;
+
+/// Each binary's footprint beside the previous release's; answers whether the static
+/// binary passed a limit (said in the output).
+fn footprint_table(bins: &[(String, String)], dir: &Path, memory_n: usize) -> bool {
+    let previous = previous_footprint();
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).expect("empty manifests dir");
-    let manifests = write_manifests(&dir, memory_n);
-    println!("| binary | idle RSS | idle threads | peak RSS, {memory_n} objects | steady RSS, {memory_n} objects | per cached object |");
-    println!("|---|---|---|---|---|---|");
-    for (label, bin) in &bins {
+    let manifests = write_manifests(dir, memory_n);
+    println!(
+        "footprint, each beside the previous release's (benches/README.md); {WORKERS} workers"
+    );
+    println!();
+    let n = thousands(memory_n as u64);
+    println!("| binary | size | idle RSS | idle threads | peak RSS, {n} objects | steady RSS, {n} objects | per cached object |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut over = Vec::new();
+    for (label, bin) in bins {
+        let size = std::fs::metadata(bin).map(|m| m.len()).unwrap_or(0);
         let (idle_kib, threads) = idle(bin, &empty);
         let (peak_kib, steady_kib) = memory(bin, &manifests, memory_n);
+        let was = |column: usize| match previous.get(label).and_then(|row| row.get(column)) {
+            Some(v) => format!(" (was {v})"),
+            None => String::new(),
+        };
         println!(
-            "| {label} | {:.1} MiB | {threads} | {:.1} MiB | {:.1} MiB | {:.2} KiB |",
+            "| {label} | {} bytes{} | {:.1} MiB{} | {threads}{} | {:.1} MiB{} | {:.1} MiB | {:.2} KiB |",
+            thousands(size),
+            was(0),
             idle_kib as f64 / 1024.0,
+            was(1),
+            was(2),
             peak_kib as f64 / 1024.0,
+            // The previous figure is for 1,000 objects.
+            if memory_n == 1000 { was(3) } else { String::new() },
             steady_kib as f64 / 1024.0,
             steady_kib.saturating_sub(idle_kib) as f64 / memory_n as f64,
         );
+        if label == "static" {
+            let threads_limit = WORKERS as u64 + THREADS_BEYOND_WORKERS;
+            let mut limits = vec![("idle RSS", idle_kib * 1024, IDLE_RSS_LIMIT)];
+            // The 1,000-object limit holds only for 1,000 objects (`--memory` may differ).
+            if memory_n == 1000 {
+                limits.push((
+                    "peak RSS with 1,000 objects",
+                    peak_kib * 1024,
+                    RSS_1000_LIMIT,
+                ));
+            }
+            for (what, value, limit) in limits {
+                if value >= limit {
+                    over.push(format!(
+                        "{what} {} bytes, limit {} bytes",
+                        thousands(value),
+                        thousands(limit)
+                    ));
+                }
+            }
+            if threads > threads_limit {
+                over.push(format!("{threads} idle threads, limit {threads_limit} (workers + {THREADS_BEYOND_WORKERS})"));
+            }
+        }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    println!();
+    println!(
+        "static binary limits: idle RSS under {} bytes, peak RSS with 1,000 objects under {} bytes, idle threads at most workers + {THREADS_BEYOND_WORKERS}: {}",
+        thousands(IDLE_RSS_LIMIT),
+        thousands(RSS_1000_LIMIT),
+        if over.is_empty() { "within".to_string() } else { format!("OVER: {}", over.join("; ")) }
+    );
+    !over.is_empty()
+}
+
+/// The previous release's footprint, from the table under "The previous release's footprint"
+/// in benches/README.md: binary → [size, idle RSS, idle threads, peak RSS with 1,000 objects].
+fn previous_footprint() -> std::collections::HashMap<String, Vec<String>> {
+    let readme = include_str!("README.md");
+    readme
+        .split("## The previous release's footprint")
+        .nth(1)
+        .unwrap_or("")
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .filter_map(|row| {
+            let cells: Vec<String> = row
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect();
+            let (label, rest) = cells.split_first()?;
+            Some((label.clone(), rest.to_vec()))
+        })
+        .collect()
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The binaries measured: `BENCH_BINS=label=path,label=path` (`make bench` passes the
