@@ -3,8 +3,10 @@
 //! writes sent from 2 keep-alive connections, no controller — for creates and for updates
 //! of every object, median of R rounds, each round on fresh names. The floor is measured
 //! with the write the controller makes (server-side apply) and with create/update, so the
-//! cost of apply to the server shows as its own ratio. Per round: the slowest controller
-//! run and its requests by verb and code, to find what slow rounds do.
+//! cost of apply to the server shows as its own ratio. Each run prints a line: its time, the
+//! CPU of the controller, kube-apiserver and etcd, the APIService watch events sent and every
+//! request kube-apiserver answered by verb, resource and code (its `/metrics` before and
+//! after), to find what slow rounds do.
 //!
 //! `cargo bench --features testing --bench real_server -- [--rounds R] [--n N]`
 //! `BENCH_BINS=label=path,...` names the binaries (default: the release build).
@@ -13,7 +15,10 @@
 mod binary;
 #[path = "../tests/support/kube.rs"]
 mod kube;
+#[path = "../tests/support/promtext.rs"]
+mod promtext;
 
+use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -47,13 +52,20 @@ fn main() {
             for (j, update) in [false, true].into_iter().enumerate() {
                 round_id += 1;
                 let objs = objects(n, round_id, if update { 20 } else { 10 });
-                floors[i * 2 + j].push(floor(k, &objs, apply, update));
+                let (took, seen) = floor(k, &objs, apply, update);
+                println!(
+                    "  round {round_id} floor {} {}: {:.2} s, {seen}",
+                    if apply { "apply" } else { "POST/PUT" },
+                    if update { "update" } else { "create" },
+                    took.as_secs_f64(),
+                );
+                floors[i * 2 + j].push(took);
                 clean(k, round_id);
             }
         }
         for (label, path) in &bins {
             round_id += 1;
-            let (create, update) = controller(k, path, n, round_id);
+            let (create, update) = controller(k, label, path, n, round_id);
             clean(k, round_id);
             match results.iter_mut().find(|r| &r.0 == label) {
                 Some(r) => {
@@ -163,7 +175,8 @@ fn objects(n: usize, round: usize, priority: i32) -> Vec<APIService> {
 
 /// The N writes from `WORKERS` keep-alive connections: creates, or (with `update`) updates
 /// of the objects created just before (not timed); with `apply`, as server-side applies.
-fn floor(k: &kube::Kube, objs: &[APIService], apply: bool, update: bool) -> Duration {
+/// Also what the server did meanwhile (as [`Seen::since`] says it).
+fn floor(k: &kube::Kube, objs: &[APIService], apply: bool, update: bool) -> (Duration, String) {
     let apis: Vec<Api<APIService>> = (0..WORKERS)
         .map(|_| Api::all(k.client()).with_field_manager("bench"))
         .collect();
@@ -189,9 +202,11 @@ fn floor(k: &kube::Kube, objs: &[APIService], apply: bool, update: bool) -> Dura
             o.metadata.resource_version = rv;
         }
     }
+    let before = Seen::now(k);
     let start = Instant::now();
     write_all(&apis, &objs, apply, update);
-    start.elapsed()
+    let took = start.elapsed();
+    (took, Seen::now(k).since(&before, 0.0))
 }
 
 fn write_all(apis: &[Api<APIService>], objs: &[APIService], apply: bool, update: bool) {
@@ -216,7 +231,13 @@ fn write_all(apis: &[Api<APIService>], objs: &[APIService], apply: bool, update:
 }
 
 /// `run --once` converging the round's N creates, then N updates: (create, update) times.
-fn controller(k: &kube::Kube, bin: &str, n: usize, round: usize) -> (Duration, Duration) {
+fn controller(
+    k: &kube::Kube,
+    label: &str,
+    bin: &str,
+    n: usize,
+    round: usize,
+) -> (Duration, Duration) {
     let dir = k.scratch(&format!("bench-{round}"));
     let kc = dir.join("kubeconfig");
     std::fs::write(&kc, binary::Target::kubeconfig_text(k)).unwrap();
@@ -229,8 +250,13 @@ fn controller(k: &kube::Kube, bin: &str, n: usize, round: usize) -> (Duration, D
             .map(|o| serde_json::to_string(o).unwrap())
             .collect();
         std::fs::write(manifests.join("all.yaml"), docs.join("\n---\n")).unwrap();
+        let before = Seen::now(k);
         let start = Instant::now();
-        let out = Command::new(bin)
+        // `times` after the run prints the controller's user and system CPU (the shell's
+        // children's), which /proc no longer has once it exited.
+        let out = Command::new("sh")
+            .args(["-c", "\"$0\" \"$@\" >/dev/null && times"])
+            .arg(bin)
             .args(["run", "--once", "--timeout", "300s", "--label-key", LABEL])
             .arg("--manifests")
             .arg(&manifests)
@@ -239,14 +265,108 @@ fn controller(k: &kube::Kube, bin: &str, n: usize, round: usize) -> (Duration, D
             .env("RUST_LOG", "warn")
             .output()
             .unwrap();
-        times.push(start.elapsed());
+        let took = start.elapsed();
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let cpu = children_cpu(&String::from_utf8_lossy(&out.stdout));
+        let what = if priority == 10 { "create" } else { "update" };
+        println!(
+            "  round {round} {label} {what}: {:.2} s, {}",
+            took.as_secs_f64(),
+            Seen::now(k).since(&before, cpu)
+        );
+        times.push(took);
     }
     (times[0], times[1])
+}
+
+/// The children's user + system CPU from the second line `times` prints (`0m0.19s 0m0.04s`).
+fn children_cpu(times: &str) -> f64 {
+    let line = times.lines().last().unwrap_or("");
+    line.split_whitespace()
+        .filter_map(|t| {
+            let (m, s) = t.trim_end_matches('s').split_once('m')?;
+            Some(m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+        })
+        .sum()
+}
+
+/// What kube-apiserver had done at one moment: CPU of it and of etcd, its requests by verb,
+/// resource and code, and the watch events it sent for APIServices.
+struct Seen {
+    apiserver_cpu: f64,
+    etcd_cpu: f64,
+    requests: BTreeMap<String, f64>,
+    watch_events: f64,
+}
+
+impl Seen {
+    fn now(k: &kube::Kube) -> Seen {
+        let cpu = |name| k.pid(name).map_or(0.0, |pid| cpu_ticks(pid) as f64 / 100.0);
+        let (ok, text, err) = k.kubectl(&["get", "--raw", "/metrics"]);
+        assert!(ok, "{err}");
+        let metrics = promtext::parse(&text).unwrap_or_else(|e| panic!("/metrics: {e}"));
+        let mut requests = BTreeMap::new();
+        for s in metrics.all("apiserver_request_total") {
+            let l = |k: &str| s.labels.get(k).map(String::as_str).unwrap_or("");
+            if l("resource").is_empty() {
+                continue;
+            }
+            let sub = if l("subresource").is_empty() {
+                String::new()
+            } else {
+                format!("/{}", l("subresource"))
+            };
+            let key = format!("{} {}{sub} {}", l("verb"), l("resource"), l("code"));
+            *requests.entry(key).or_default() += s.value;
+        }
+        let watch_events = metrics
+            .all("apiserver_watch_events_total")
+            .iter()
+            .filter(|s| s.labels.get("resource").map(String::as_str) == Some("apiservices"))
+            .map(|s| s.value)
+            .sum();
+        Seen {
+            apiserver_cpu: cpu("kube-apiserver"),
+            etcd_cpu: cpu("etcd"),
+            requests,
+            watch_events,
+        }
+    }
+
+    /// One line: the CPU each process used since `before` and the requests kube-apiserver
+    /// answered since then (all clients: the controller and kube-apiserver's own loops).
+    fn since(&self, before: &Seen, controller_cpu: f64) -> String {
+        let mut line = format!(
+            "CPU controller {controller_cpu:.2} s, kube-apiserver {:.2} s, etcd {:.2} s; \
+             watch events (apiservices) {}; requests:",
+            self.apiserver_cpu - before.apiserver_cpu,
+            self.etcd_cpu - before.etcd_cpu,
+            self.watch_events - before.watch_events
+        );
+        for (key, n) in &self.requests {
+            let d = n - before.requests.get(key).copied().unwrap_or(0.0);
+            if d > 0.0 {
+                line.push_str(&format!(" {key} ×{d}"));
+            }
+        }
+        line
+    }
+}
+
+/// utime + stime of `pid` in clock ticks (fields 14 and 15 of /proc/PID/stat; 100 a second).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name (field 2) may hold spaces; count from after its closing parenthesis.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
 }
 
 /// Deletes a round's objects (not timed).

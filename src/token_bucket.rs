@@ -62,15 +62,29 @@ impl TokenBucket {
         let elapsed = now.saturating_duration_since(s.last).as_nanos() as i128;
         s.last = s.last.max(now);
         s.credit = (s.credit + elapsed).min(self.capacity) - self.interval;
-        if s.credit >= 0 {
-            Duration::ZERO
-        } else {
-            // The debt is what later callers queue behind: each reserves the next slot.
-            let wait = s.credit.unsigned_abs();
-            let secs = u64::try_from(wait / 1_000_000_000).unwrap_or(u64::MAX);
-            Duration::new(secs, (wait % 1_000_000_000) as u32)
-        }
+        // The debt is what later callers queue behind: each reserves the next slot.
+        nanos(-s.credit)
     }
+
+    /// How long from `now` until `n` more tokens could be taken without waiting; takes none.
+    pub(crate) fn time_for(&self, n: u32, now: Instant) -> Duration {
+        if self.interval == 0 {
+            return Duration::ZERO;
+        }
+        let s = self.state.lock();
+        let elapsed = now.saturating_duration_since(s.last).as_nanos() as i128;
+        let credit = (s.credit + elapsed).min(self.capacity);
+        nanos(i128::from(n) * self.interval - credit)
+    }
+}
+
+/// `n` nanoseconds as a Duration; zero when not positive.
+fn nanos(n: i128) -> Duration {
+    if n <= 0 {
+        return Duration::ZERO;
+    }
+    let secs = u64::try_from(n / 1_000_000_000).unwrap_or(u64::MAX);
+    Duration::new(secs, (n % 1_000_000_000) as u32)
 }
 
 #[cfg(test)]
@@ -135,6 +149,23 @@ mod tests {
         assert_eq!(b.reserve(later), Duration::ZERO);
         assert_eq!(b.reserve(later), Duration::ZERO);
         assert_eq!(b.reserve(later), ms(200));
+    }
+
+    #[test]
+    fn time_for_counts_the_debt_and_the_refill_and_takes_nothing() {
+        let t0 = Instant::now();
+        let b = TokenBucket::new(10.0, 2, t0);
+        assert_eq!(b.time_for(2, t0), Duration::ZERO);
+        assert_eq!(b.time_for(5, t0), ms(300));
+        assert_eq!(b.reserve(t0), Duration::ZERO, "time_for took a token");
+        assert_eq!(b.reserve(t0), Duration::ZERO);
+        assert_eq!(b.reserve(t0), ms(100));
+        // One token in debt: 3 more need the debt repaid and 3 intervals, 50 ms of it done.
+        assert_eq!(b.time_for(3, t0 + ms(50)), ms(350));
+        assert_eq!(
+            TokenBucket::new(0.0, 1, t0).time_for(1000, t0),
+            Duration::ZERO
+        );
     }
 
     #[test]

@@ -363,6 +363,44 @@ fn events(server: &TestServer, name: &str, reason: &str) -> Vec<Value> {
 }
 
 #[test]
+fn once_leaves_its_events_behind_but_does_not_wait_for_those_the_event_rate_holds_back() {
+    let registered = |server: &TestServer, n: usize| {
+        (0..n)
+            .filter(|i| !events(server, &format!("v1.g{i}.example.com"), "Registered").is_empty())
+            .count()
+    };
+    let run = |n: usize| {
+        let server = TestServer::start();
+        let s = Scratch::new("once-events");
+        let docs: Vec<String> = (0..n)
+            .map(|i| manifest(&format!("g{i}.example.com"), None, 10))
+            .collect();
+        s.write("all.yaml", &docs.join("---\n"));
+        let p = Proc::run_env(
+            &server,
+            &s,
+            &["--once", "--timeout", "60s"],
+            &[("RUST_LOG", "debug")],
+        );
+        let (code, log) = p.wait_exit(WAIT);
+        assert_eq!(code, 0, "{log}");
+        (server, log)
+    };
+    // A few: the run waits until each has its Event.
+    let (server, log) = run(3);
+    assert_eq!(registered(&server, 3), 3, "{log}");
+    assert!(!log.contains("not written"), "{log}");
+    // 100 at 5 Events/s after a burst of 25 would take 15 s: the run writes what the rate
+    // allows while converging and leaves without waiting out the rest.
+    let (server, log) = run(100);
+    let written = registered(&server, 100);
+    assert!((25..100).contains(&written), "{written} written\n{log}");
+    assert!(log.contains("not waiting for the queued Events"), "{log}");
+    let left = format!("{} Events not written: stopped first", 100 - written);
+    assert!(log.contains(&left), "log says {left:?}:\n{log}");
+}
+
+#[test]
 fn a_spec_the_server_refuses_is_sent_once_reported_and_the_others_still_converge() {
     let server = TestServer::start();
     refuse_priority_13(&server);

@@ -253,6 +253,13 @@ impl Kube {
         );
     }
 
+    /// The process id of component `name` (`kube-apiserver`, `etcd`), for benchmarks that
+    /// read its CPU time.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        let procs = self.procs.lock().unwrap();
+        procs.iter().find(|(n, _)| n == name).map(|(_, c)| c.id())
+    }
+
     /// Kills kube-apiserver (etcd keeps the data) and waits until it is gone; for tests of
     /// an outage, in a test binary of their own (the server is shared within one).
     pub fn stop_apiserver(&self) {

@@ -12,6 +12,7 @@ use super::{Deduper, EventReason, DEDUP_WINDOW};
 use crate::api::{time, APIService, Event, ObjectMeta, ObjectReference, Resource};
 use crate::client::{Api, Client};
 use crate::runtime::timers::{Task, TimerHandle, Timers};
+use crate::text;
 use crate::token_bucket::TokenBucket;
 
 /// `reportingController` of every Event.
@@ -173,7 +174,9 @@ impl EventRecorder {
     }
 
     /// Waits up to `timeout` until every queued Event has been written (or has failed), so
-    /// that a `--once` run that converged leaves its Events behind; false on timeout.
+    /// that a `--once` run that converged leaves its Events behind; false when some are left.
+    /// Returns at once when the Event rate would hold the last one past `timeout`: waiting
+    /// would end the same way, later (a run that registered hundreds of APIServices).
     pub fn flush(&self, timeout: Duration) -> bool {
         let Some(shared) = &self.shared else {
             return true;
@@ -183,7 +186,15 @@ impl EventRecorder {
         }
         let deadline = Instant::now() + timeout;
         while shared.pending.load(Ordering::SeqCst) > 0 {
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            if shared.last_due(now).is_some_and(|due| due > deadline) {
+                debug!(
+                    "not waiting for the queued Events: the Event rate ({EVENTS_QPS}/s after a \
+                     burst of {EVENTS_BURST}) holds them past the exit"
+                );
                 return false;
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -210,8 +221,14 @@ impl EventRecorder {
             return;
         };
         // Cancelling waits for an Event being written.
-        if let Some(t) = shared.task.lock().take() {
+        let task = shared.task.lock().take();
+        if let Some(t) = task {
             t.cancel();
+            // The writer has ended: what is still counted was never sent.
+            let left = shared.pending.swap(0, Ordering::SeqCst);
+            if left > 0 {
+                debug!("{} not written: stopped first", text::count(left, "Event"));
+            }
         }
         if let Some(t) = shared.own_timers.lock().take() {
             t.shutdown();
@@ -224,6 +241,17 @@ impl std::fmt::Debug for EventRecorder {
         f.debug_struct("EventRecorder")
             .field("enabled", &self.is_enabled())
             .finish()
+    }
+}
+
+impl Shared {
+    /// When the last queued Event's token is due, at the writer's pace; None while an Event
+    /// is being written (the writer holds its state).
+    fn last_due(&self, now: Instant) -> Option<Instant> {
+        let w = self.writer.try_lock()?;
+        let queued = u32::try_from(self.rx.len()).unwrap_or(u32::MAX);
+        let last = now + w.bucket.time_for(queued, now);
+        Some(w.waiting.as_ref().map_or(last, |(at, ..)| last.max(*at)))
     }
 }
 
