@@ -25,6 +25,9 @@
 //! `BENCH_BINS=label=path,...` names the binaries (default: the release build);
 //! `BENCH_LOG=FILE` appends the controllers' logs at debug level to FILE (to see where time goes).
 
+#[path = "../tests/support/procfs.rs"]
+mod procfs;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -33,6 +36,7 @@ use std::time::{Duration, Instant, SystemTime};
 use autoregister::api::{APIService, APIServiceSpec, ServiceReference};
 use autoregister::client::{Api, Client};
 use autoregister::testserver::TestServer;
+use procfs::{clock_ticks, cpu_ticks, field_kib, proc_status};
 
 /// The controller's default `--workers`, and so the floor's connection count.
 const WORKERS: usize = 2;
@@ -564,42 +568,6 @@ fn memory(bin: &str, manifests: &Path, n: usize) -> (u64, u64) {
     let steady = field_kib(&proc_status(child.id()), "VmRSS:");
     stop(child);
     (peak, steady)
-}
-
-fn proc_status(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status")
-}
-
-/// The number after `field` in /proc/PID/status (kB for memory fields).
-fn field_kib(status: &str, field: &str) -> u64 {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// utime + stime of `pid` in clock ticks (fields 14 and 15 of /proc/PID/stat).
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
-    // The command name (field 2) may hold spaces; count from after its closing parenthesis.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
-}
-
-/// Clock ticks per second for /proc's CPU times (`getconf CLK_TCK`, 100 on Linux).
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

@@ -15,6 +15,8 @@
 mod binary;
 #[path = "../tests/support/kube.rs"]
 mod kube;
+#[path = "../tests/support/procfs.rs"]
+mod procfs;
 #[path = "../tests/support/promtext.rs"]
 mod promtext;
 
@@ -305,7 +307,11 @@ struct Seen {
 
 impl Seen {
     fn now(k: &kube::Kube) -> Seen {
-        let cpu = |name| k.pid(name).map_or(0.0, |pid| cpu_ticks(pid) as f64 / 100.0);
+        let ticks = procfs::clock_ticks();
+        let cpu = |name| {
+            k.pid(name)
+                .map_or(0.0, |pid| procfs::cpu_ticks(pid) as f64 / ticks)
+        };
         let (ok, text, err) = k.kubectl(&["get", "--raw", "/metrics"]);
         assert!(ok, "{err}");
         let metrics = promtext::parse(&text).unwrap_or_else(|e| panic!("/metrics: {e}"));
@@ -355,18 +361,6 @@ impl Seen {
         }
         line
     }
-}
-
-/// utime + stime of `pid` in clock ticks (fields 14 and 15 of /proc/PID/stat; 100 a second).
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The command name (field 2) may hold spaces; count from after its closing parenthesis.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
 }
 
 /// Deletes a round's objects (not timed).
