@@ -705,6 +705,49 @@ fn refusals_match_kube_apiserver_word_for_word() {
             ));
         }
     }
+    // A JSON patch whose result has a field APIService lacks: refused on the field
+    // `patch` with the patched object as its value. That object differs between the two
+    // (uid, times, resourceVersion), so it is checked to be the patched object, then masked.
+    let patched_answer = |c: &Cluster| -> String {
+        let obj = c.create(base("patch"));
+        let name = obj.metadata.name.clone().unwrap_or_default().to_string();
+        let ops =
+            serde_json::json!([{"op": "add", "path": "/spec/servce", "value": {"name": "x"}}]);
+        let answer = match c.api().json_patch(&name, &ops) {
+            Ok(_) => "patched".to_string(),
+            Err(autoregister::client::Error::Api(e)) => {
+                let cause = e.status.details.as_ref().and_then(|d| d.causes.first());
+                format!(
+                    "{} {} {} | cause {:?} on {:?}",
+                    e.code,
+                    e.status.reason.as_deref().unwrap_or(""),
+                    e.status.message.as_deref().unwrap_or(""),
+                    cause.and_then(|c| c.reason.as_deref()),
+                    cause.and_then(|c| c.field.as_deref()),
+                )
+            }
+            Err(e) => format!("error: {e}"),
+        };
+        c.api().delete(&name, &Default::default()).unwrap();
+        let (head, rest) = answer
+            .split_once("Invalid value: \"")
+            .unwrap_or((&answer, ""));
+        let Some((value, tail)) = rest.split_once("\": strict decoding error") else {
+            return answer;
+        };
+        let value: String = serde_json::from_str(&format!("\"{value}\"")).unwrap();
+        let patched: Value = serde_json::from_str(&value).unwrap();
+        assert_eq!(patched["metadata"]["name"], name, "{answer}");
+        assert_eq!(patched["spec"]["servce"]["name"], "x", "{answer}");
+        format!("{head}Invalid value: <the patched object>: strict decoding error{tail}")
+    };
+    let (r, t) = (patched_answer(&real), patched_answer(&test));
+    assert_ne!(r, "patched", "the real server took an unknown field");
+    if r != t {
+        differ.push(format!(
+            "patch adding an unknown field:\n  kube-apiserver: {r}\n  test server:    {t}"
+        ));
+    }
     assert!(
         differ.is_empty(),
         "the test server answers differently:\n{}",

@@ -23,7 +23,7 @@ fn with_details(mut s: Status, name: &str, group: &str, kind: &str) -> Status {
     s.details = Some(StatusDetails {
         name: (!name.is_empty()).then(|| name.to_string()),
         group: (!group.is_empty()).then(|| group.to_string()),
-        kind: Some(kind.to_string()),
+        kind: (!kind.is_empty()).then(|| kind.to_string()),
         ..Default::default()
     });
     s.extra.insert("metadata".into(), serde_json::json!({}));
@@ -182,6 +182,12 @@ pub(crate) fn invalid_options(kind: &'static str, errs: &[FieldError]) -> ApiErr
 /// 422 Invalid with one cause per field error.
 pub(crate) fn invalid(kind: &Kind, name: &str, errs: &[FieldError]) -> ApiErr {
     invalid_named(kind.group, kind.kind, name, errs)
+}
+
+/// 422 Invalid naming no kind and no object, as kube-apiserver refuses a patched object
+/// that does not decode (its message starts ` "" is invalid:`).
+pub(crate) fn invalid_untyped(errs: &[FieldError]) -> ApiErr {
+    invalid_named("", "", "", errs)
 }
 
 fn invalid_named(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> ApiErr {

@@ -29,30 +29,59 @@ fn parse_body(req: &Request) -> Result<Value, ApiErr> {
         .map_err(|e| errors::bad_request(format!("cannot decode JSON body: {e}")))
 }
 
-/// With `fieldValidation=Strict`, a body with undeclared fields is a 400, as the real server answers.
-/// Fields unknown in `before` (already stored) are not held against the request.
+/// With `fieldValidation=Strict`, a body with undeclared fields is a 400, as the real server
+/// answers a create or update. Fields unknown in `before` (already stored) are not held
+/// against the request.
 fn strict_check(kind: &Kind, req: &Request, body: &Value, before: &Value) -> Result<(), ApiErr> {
+    match strict_errors(req, kind, body, before) {
+        None => Ok(()),
+        // Worded as a create's or update's decode failure (`transformDecodeError` in
+        // apiserver's handlers/rest.go).
+        Some(errs) => Err(errors::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {errs}",
+            kind = kind.kind,
+            version = kind.version,
+        ))),
+    }
+}
+
+/// A patch's [`strict_check`]: kube-apiserver decodes the patched object strictly and
+/// answers 422 on the field `patch`, the patched object as the value, with no kind or name
+/// (`applyPatch` in apiserver's handlers/patch.go: `NewInvalid(schema.GroupKind{}, "", …)`).
+fn strict_check_patched(
+    kind: &Kind,
+    req: &Request,
+    patched: &Value,
+    before: &Value,
+) -> Result<(), ApiErr> {
+    match strict_errors(req, kind, patched, before) {
+        None => Ok(()),
+        Some(errs) => Err(errors::invalid_untyped(&[errors::FieldError::invalid(
+            "patch",
+            &Value::String(patched.to_string()),
+            &errs,
+        )])),
+    }
+}
+
+/// `strict decoding error: unknown field "a.b", …` for the fields of `body` that `kind` does
+/// not declare and `before` did not hold already; None when there are none or the request
+/// did not ask for `fieldValidation=Strict`.
+fn strict_errors(req: &Request, kind: &Kind, body: &Value, before: &Value) -> Option<String> {
     if req.query("fieldValidation") != Some("Strict") {
-        return Ok(());
+        return None;
     }
     let known_before = (kind.unknown_fields)(before);
     let mut unknown = (kind.unknown_fields)(body);
     unknown.retain(|f| !known_before.contains(f));
     if unknown.is_empty() {
-        return Ok(());
+        return None;
     }
     let list: Vec<String> = unknown
         .iter()
         .map(|f| format!("unknown field \"{f}\""))
         .collect();
-    // Worded as a create's or update's decode failure (`transformDecodeError` in
-    // apiserver's handlers/rest.go).
-    Err(errors::bad_request(format!(
-        "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
-        list.join(", "),
-        kind = kind.kind,
-        version = kind.version,
-    )))
+    Some(format!("strict decoding error: {}", list.join(", ")))
 }
 
 /// `dryRun=All` in the query, where kube-apiserver reads a create's, update's and patch's
@@ -266,7 +295,7 @@ pub(crate) fn patch(
             }
         }
         // Strict validation looks at the patched object, minus what was already stored.
-        strict_check(kind, req, &new, cur)?;
+        strict_check_patched(kind, req, &new, cur)?;
         Ok(new)
     })?;
     Ok(object(200, &obj))
