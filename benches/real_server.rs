@@ -119,7 +119,7 @@ fn main() {
             ratio(worst_u, fu)
         );
         println!(
-            "| autoregister ({label}), to its round's floor: median, worst | {} ({} POST) | {} ({} apply) |",
+            "| autoregister ({label}), to its round's floor | median {}, worst {} (POST) | median {}, worst {} (apply) |",
             fmt_ratio(median_f(rounds_c.clone())),
             fmt_ratio(rounds_c.iter().copied().fold(0.0, f64::max)),
             fmt_ratio(median_f(rounds_u.clone())),
