@@ -25,6 +25,8 @@
 //! `BENCH_BINS=label=path,...` names the binaries (default: the release build);
 //! `BENCH_LOG=FILE` appends the controllers' logs at debug level to FILE (to see where time goes).
 
+#[path = "../tests/support/bench.rs"]
+mod bench;
 #[path = "../tests/support/procfs.rs"]
 mod procfs;
 
@@ -36,6 +38,7 @@ use std::time::{Duration, Instant, SystemTime};
 use autoregister::api::{APIService, APIServiceSpec, ServiceReference};
 use autoregister::client::{Api, Client};
 use autoregister::testserver::TestServer;
+use bench::{binaries, median};
 use procfs::{clock_ticks, cpu_ticks, field_kib, proc_status};
 
 /// The controller's default `--workers`, and so the floor's connection count.
@@ -257,22 +260,6 @@ fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
-}
-
-/// The binaries measured: `BENCH_BINS=label=path,label=path` (`make bench` passes the
-/// release and the static one), else the release build cargo made for this bench.
-fn binaries() -> Vec<(String, String)> {
-    match std::env::var("BENCH_BINS") {
-        Ok(list) => list
-            .split(',')
-            .filter_map(|entry| entry.split_once('='))
-            .map(|(l, p)| (l.to_string(), p.to_string()))
-            .collect(),
-        Err(_) => vec![(
-            "release".to_string(),
-            env!("CARGO_BIN_EXE_autoregister").to_string(),
-        )],
-    }
 }
 
 /// The flag sets measured: the defaults, and the client-side limit explicitly off.
@@ -568,11 +555,6 @@ fn memory(bin: &str, manifests: &Path, n: usize) -> (u64, u64) {
     let steady = field_kib(&proc_status(child.id()), "VmRSS:");
     stop(child);
     (peak, steady)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// The run with the median converge time (its RSS and CPU go with it), peak RSS as the max.

@@ -11,6 +11,8 @@
 //! `cargo bench --features testing --bench real_server -- [--rounds R] [--n N]`
 //! `BENCH_BINS=label=path,...` names the binaries (default: the release build).
 
+#[path = "../tests/support/bench.rs"]
+mod bench;
 #[path = "../tests/support/binary.rs"]
 mod binary;
 #[path = "../tests/support/kube.rs"]
@@ -20,6 +22,7 @@ mod procfs;
 #[path = "../tests/support/promtext.rs"]
 mod promtext;
 
+use bench::{binaries, median};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -120,9 +123,9 @@ fn main() {
         );
         println!(
             "| autoregister ({label}), to its round's floor | median {}, worst {} (POST) | median {}, worst {} (apply) |",
-            fmt_ratio(median_f(rounds_c.clone())),
+            fmt_ratio(median(rounds_c.clone())),
             fmt_ratio(rounds_c.iter().copied().fold(0.0, f64::max)),
-            fmt_ratio(median_f(rounds_u.clone())),
+            fmt_ratio(median(rounds_u.clone())),
             fmt_ratio(rounds_u.iter().copied().fold(0.0, f64::max)),
         );
     }
@@ -132,36 +135,12 @@ fn fmt_ratio(r: f64) -> String {
     format!("{r:.2}×")
 }
 
-fn median_f(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn binaries() -> Vec<(String, String)> {
-    match std::env::var("BENCH_BINS") {
-        Ok(list) => list
-            .split(',')
-            .filter_map(|entry| entry.split_once('='))
-            .map(|(l, p)| (l.to_string(), p.to_string()))
-            .collect(),
-        Err(_) => vec![(
-            "release".to_string(),
-            env!("CARGO_BIN_EXE_autoregister").to_string(),
-        )],
-    }
 }
 
 fn group(i: usize, round: usize) -> String {

@@ -367,9 +367,9 @@ fn wardle_manifest(n: &Names, b: &kube::Backend, ca: WardleCa) -> String {
         "  groupPriorityMinimum: 1000".into(),
         "  versionPriority: 15".into(),
         "  service:".into(),
-        format!("    namespace: {}", b.namespace),
-        format!("    name: {}", b.service),
-        format!("    port: {}", b.port),
+        format!("    namespace: {}", b.svc.namespace),
+        format!("    name: {}", b.svc.service),
+        format!("    port: {}", b.svc.port),
     ]);
     if let WardleCa::Bundle(pem) = &ca {
         let ca = base64::engine::general_purpose::STANDARD.encode(pem);
@@ -549,7 +549,7 @@ fn a_ca_rotated_through_a_secret_loses_no_request() {
     let _turn = wardle_turn(k);
     let n = Names::new("rotate");
     let backend = k.sample_apiserver(&format!("wardle-{}", n.tag), "api");
-    let ns = backend.namespace.clone();
+    let ns = backend.svc.namespace.clone();
     let ca1 = &backend.ca;
     let (ca2, ca3) = (
         kube::Ca::new("rotation-ca-2"),

@@ -454,11 +454,10 @@ impl Kube {
     /// and a ready EndpointSlice are created, and the server listens on the ClusterIP with
     /// a serving certificate for `name.ns.svc` from a CA of its own.
     pub fn sample_apiserver(&self, ns: &str, name: &str) -> Backend {
-        let LoopbackService { ip, port, .. } = self.loopback_service(ns, name);
+        let svc = self.loopback_service(ns, name);
         let ca = Ca::new("sample-apiserver-ca");
-        let svc_name = format!("{name}.{ns}.svc");
         let dir = self.scratch(&format!("backend-{ns}-{name}"));
-        let (cert, key) = ca.issue(&svc_name, &[&svc_name, &ip], false);
+        let (cert, key) = ca.issue(&svc.host(), &[&svc.host(), &svc.ip], false);
         let w = |f: &str, text: &str| {
             std::fs::write(dir.join(f), text).unwrap();
             dir.join(f).to_str().unwrap().to_string()
@@ -467,9 +466,9 @@ impl Kube {
         let kc = kc.to_str().unwrap();
         let args = vec![
             "--secure-port".to_string(),
-            port.to_string(),
+            svc.port.to_string(),
             "--bind-address".into(),
-            ip.clone(),
+            svc.ip.clone(),
             "--tls-cert-file".into(),
             w("tls.crt", &cert),
             "--tls-private-key-file".into(),
@@ -486,12 +485,9 @@ impl Kube {
             kc.into(),
         ];
         let mut b = Backend {
-            namespace: ns.to_string(),
-            service: name.to_string(),
+            svc,
             ca,
             dir: dir.clone(),
-            ip,
-            port,
             args,
             log: dir.join("sample-apiserver.log"),
             bin: self.bin.join("sample-apiserver"),
@@ -549,16 +545,10 @@ impl LoopbackService {
 /// An aggregated API server process behind a loopback Service, whose EndpointSlice says
 /// ready while it runs (as the EndpointSlice controller would say of its Pod).
 pub struct Backend {
-    /// The Service's namespace.
-    pub namespace: String,
-    /// The Service's name.
-    pub service: String,
+    /// Its Service and endpoint (it listens on the ClusterIP and the Service's port).
+    pub svc: LoopbackService,
     /// The CA of its first serving certificate (an APIService's `caBundle`).
     pub ca: Ca,
-    /// Its ClusterIP (where it listens).
-    pub ip: String,
-    /// Its port (the Service's).
-    pub port: u16,
     dir: PathBuf,
     args: Vec<String>,
     log: PathBuf,
@@ -570,20 +560,20 @@ impl Backend {
     /// Starts the process, waits until it accepts connections, and marks its endpoint ready.
     pub fn start(&mut self) {
         self.run();
-        self.set_ready(true);
+        self.svc.set_ready(true);
     }
 
     /// Marks its endpoint not ready, then kills the process and waits for it.
     pub fn stop(&mut self) {
-        self.set_ready(false);
+        self.svc.set_ready(false);
         self.kill();
     }
 
     /// Replaces its serving certificate with one from `ca` (written atomically; the server
     /// reloads the files, as every k8s.io/apiserver does) and waits until it serves it.
     pub fn serve_from(&self, ca: &Ca) {
-        let svc = format!("{}.{}.svc", self.service, self.namespace);
-        let (cert, key) = ca.issue(&svc, &[&svc, &self.ip], false);
+        let host = self.svc.host();
+        let (cert, key) = ca.issue(&host, &[&host, &self.svc.ip], false);
         for (f, text) in [("tls.key", &key), ("tls.crt", &cert)] {
             let tmp = self.dir.join(format!(".{f}.tmp"));
             std::fs::write(&tmp, text).unwrap();
@@ -603,9 +593,9 @@ impl Backend {
     /// Whether a TLS handshake that trusts only `ca` succeeds with the backend (any HTTP
     /// answer, even 401, means it did).
     pub fn serves_from(&self, ca: &Ca) -> bool {
-        let mut c = Config::new(format!("https://{}:{}", self.ip, self.port));
+        let mut c = Config::new(format!("https://{}", self.svc.addr()));
         c.tls.ca_pem = Some(ca.pem().into_bytes());
-        c.tls.server_name = Some(format!("{}.{}.svc", self.service, self.namespace));
+        c.tls.server_name = Some(self.svc.host());
         let Ok(client) = Client::new(c) else {
             return false;
         };
@@ -613,24 +603,6 @@ impl Backend {
             Ok(_) | Err(autoregister::client::Error::Api(_)) => true,
             Err(_) => false,
         }
-    }
-
-    fn set_ready(&self, ready: bool) {
-        let patch = format!(
-            r#"[{{"op":"replace","path":"/endpoints/0/conditions/ready","value":{ready}}}]"#
-        );
-        let slice = format!("{}-1", self.service);
-        let (ok, out, err) = kube().kubectl(&[
-            "-n",
-            &self.namespace,
-            "patch",
-            "endpointslice",
-            &slice,
-            "--type=json",
-            "-p",
-            &patch,
-        ]);
-        assert!(ok, "{out}{err}");
     }
 
     fn run(&mut self) {
@@ -650,12 +622,11 @@ impl Backend {
         }
         self.child = Some(child);
         let deadline = Instant::now() + READY_WITHIN;
-        while std::net::TcpStream::connect((self.ip.as_str(), self.port)).is_err() {
+        while std::net::TcpStream::connect(self.svc.addr()).is_err() {
             assert!(
                 Instant::now() < deadline,
-                "sample-apiserver did not listen on {}:{} within {READY_WITHIN:?}:\n{}",
-                self.ip,
-                self.port,
+                "sample-apiserver did not listen on {} within {READY_WITHIN:?}:\n{}",
+                self.svc.addr(),
                 tail(&self.log, 30)
             );
             if let Some(Some(status)) = self.child.as_mut().map(|c| c.try_wait().ok().flatten()) {
