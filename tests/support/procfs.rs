@@ -29,13 +29,16 @@ pub fn cpu_ticks(pid: u32) -> u64 {
     f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
 }
 
-/// Clock ticks per second for /proc's CPU times (`getconf CLK_TCK`, 100 on Linux).
+/// Clock ticks per second for /proc's CPU times (`getconf CLK_TCK`, 100 on Linux); asked once.
 pub fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
