@@ -359,6 +359,50 @@ fn a_backend_that_fails_discovery_is_withdrawn_again_with_doubling_holds() {
 }
 
 #[test]
+fn a_withdrawal_deletes_only_the_object_it_saw_unavailable() {
+    let server = kas();
+    // Another writer changes the object just before the withdrawal's first delete lands
+    // (as kube-aggregator does when the backend comes back at that instant).
+    server.faults().race_next_deletes(1);
+    let scratch = Scratch::new("avail-precondition");
+    scratch.write(
+        "a.yaml",
+        &manifest("gone.example.com", Some(("ns", "gone")), None, None),
+    );
+    let p = Proc::run(&server, &scratch, &["--withdraw-unavailable", "1s"]);
+    let name = "v1.gone.example.com";
+    p.wait_log(&format!("{name} withdrawn after 1s"));
+    let deletes: Vec<(u16, Value)> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "delete" && r.name.as_deref() == Some(name))
+        .map(|r| (r.code, r.body.unwrap_or_default()))
+        .collect();
+    let rv = |body: &Value| {
+        body["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string)
+    };
+    // The first names the version it saw unavailable, which the other write replaced: 409,
+    // nothing deleted. Decided again on the changed object (still unavailable): deleted.
+    assert_eq!(
+        deletes.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+        [409, 200],
+        "{deletes:?}\n{}",
+        p.log()
+    );
+    let (first, second) = (rv(&deletes[0].1), rv(&deletes[1].1));
+    assert!(first.is_some() && second.is_some(), "{deletes:?}");
+    assert!(
+        first.unwrap().parse::<u64>().unwrap() < second.unwrap().parse::<u64>().unwrap(),
+        "{deletes:?}"
+    );
+    assert_eq!(events(&server, name, "Withdrawn").len(), 1, "{}", p.log());
+    let (code, log) = p.terminate();
+    assert_eq!(code, 0, "{log}");
+}
+
+#[test]
 fn never_local_and_onstart_apiservices_are_never_withdrawn() {
     let server = kas();
     let scratch = Scratch::new("avail-never");

@@ -29,6 +29,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use super::availability::Observed;
 use super::fields::{Applied, Takeover};
 use crate::api::{
     APIService, FieldPath, Resource, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL,
@@ -312,12 +313,15 @@ pub enum Action {
     Update(Apply),
     /// Take over an object nobody claims: apply the declared fields, our label among them.
     Adopt(Apply),
-    /// Delete the object, only if it still has this UID.
+    /// Delete the object, only if it still has this UID (and this resourceVersion, if any).
     Delete {
         /// Name of the object.
         name: String,
         /// UID precondition.
         uid: String,
+        /// resourceVersion precondition: a withdrawal deletes only the very object it saw
+        /// unavailable, never one the aggregator has since marked available.
+        resource_version: Option<String>,
     },
     /// Nothing is written and the name is not converged: a guard holds it (why, for people).
     Blocked(String),
@@ -535,6 +539,7 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
                 Action::Delete {
                     name: name.to_string(),
                     uid: uid.to_string(),
+                    resource_version: None,
                 },
                 "managed, not desired",
             ),
@@ -548,15 +553,21 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
     };
     if facts.withdrawal == Withdrawal::Due && !curr_on_start {
         // 6B/6C: ours, continuously synced, unavailable too long. (Onstart objects are never
-        // withdrawn: nothing would bring them back before a restart.)
-        if let (Some(name), Some(uid)) = (&curr.metadata.name, &curr.metadata.uid) {
-            return (
-                Action::Delete {
-                    name: name.to_string(),
-                    uid: uid.to_string(),
-                },
-                WITHDRAW_UNAVAILABLE,
-            );
+        // withdrawn: nothing would bring them back before a restart.) The object deleted is
+        // the one in hand, and only while it itself says unavailable: the withdrawal's clock
+        // may be read just before the watch brings `Available=True`.
+        let meta = &curr.metadata;
+        if let (Some(name), Some(uid), Some(rv)) = (&meta.name, &meta.uid, &meta.resource_version) {
+            if Observed::of(curr).is_unavailable() {
+                return (
+                    Action::Delete {
+                        name: name.to_string(),
+                        uid: uid.to_string(),
+                        resource_version: Some(rv.to_string()),
+                    },
+                    WITHDRAW_UNAVAILABLE,
+                );
+            }
         }
     }
     // 5B, 5C, 6B, 6C: apply what the manifest declares, when the object lacks it or we
@@ -635,7 +646,7 @@ fn not_ours(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::APIServiceSpec;
+    use crate::api::{APIServiceCondition, APIServiceSpec, APIServiceStatus};
     use serde_json::json;
 
     const KEY: &str = DEFAULT_LABEL_KEY;
@@ -942,7 +953,8 @@ mod tests {
                 got.action,
                 Action::Delete {
                     name: "v1.foo".to_string(),
-                    uid: "uid-1".to_string()
+                    uid: "uid-1".to_string(),
+                    resource_version: None,
                 },
                 "{cell}"
             );
@@ -1015,13 +1027,43 @@ mod tests {
     fn withdrawal_deletes_an_unavailable_registration_and_holds_it_absent() {
         let own = Ownership::default();
         let d = desired(SyncMode::Always);
-        let curr = cached(Some("true"), "foo");
+        let with_available = |status: &str| {
+            let mut o = cached(Some("true"), "foo");
+            o.status = Some(Box::new(APIServiceStatus {
+                conditions: Some(vec![APIServiceCondition {
+                    type_: "Available".into(),
+                    status: status.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }));
+            o
+        };
+        let curr = with_available("False");
         let mut f = facts(Some(&d), &curr, true, false);
         f.withdrawal = Withdrawal::Due;
         let got = decide(&own, &f);
         assert_eq!(got.cell.to_string(), "6C");
         assert_eq!(got.reason, WITHDRAW_UNAVAILABLE);
-        assert!(matches!(got.action, Action::Delete { ref uid, .. } if uid == "uid-1"));
+        assert_eq!(
+            got.action,
+            Action::Delete {
+                name: "v1.foo".into(),
+                uid: "uid-1".into(),
+                resource_version: Some("42".into()),
+            }
+        );
+        // Due by the clock, but the object in hand is available (or says nothing): kept.
+        for status in ["True", "Unknown"] {
+            let curr = with_available(status);
+            let mut f = facts(Some(&d), &curr, true, false);
+            f.withdrawal = Withdrawal::Due;
+            assert_eq!(decide(&own, &f).action, Action::None, "{status}");
+        }
+        let curr = cached(Some("true"), "foo");
+        let mut f = facts(Some(&d), &curr, true, false);
+        f.withdrawal = Withdrawal::Due;
+        assert_eq!(decide(&own, &f).action, Action::None, "no status");
         // Not ours: never withdrawn.
         let theirs = cached(None, "foo");
         let mut f = facts(Some(&d), &theirs, true, false);
@@ -1289,7 +1331,7 @@ mod tests {
                         "{name}"
                     );
                 }
-                (Want::Delete, Action::Delete { name: n, uid }) => {
+                (Want::Delete, Action::Delete { name: n, uid, .. }) => {
                     assert_eq!((n.as_str(), uid.as_str()), ("foo", "uid-foo"), "{name}");
                 }
                 (_, got) => panic!("{name}: unexpected {got:?}"),

@@ -318,10 +318,14 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
             Some(EventReason::Adopted),
             write(apply::send(cx, name, &a, &mut taken_over).map(|()| uid.clone())),
         ),
-        Action::Delete { name: n, uid } => {
+        Action::Delete {
+            name: n,
+            uid,
+            resource_version,
+        } => {
             let p = DeleteParams {
                 uid: Some(uid.clone()),
-                resource_version: None,
+                resource_version,
             };
             (
                 "delete",

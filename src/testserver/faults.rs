@@ -28,6 +28,7 @@ struct FaultState {
     cut_next_responses: usize,
     pad_next_lists: usize,
     race_next_updates: usize,
+    race_next_deletes: usize,
     pad_to_bytes: usize,
     paused: bool,
 }
@@ -111,6 +112,12 @@ impl Faults {
     /// 409 from [`fail_next_verb`](Self::fail_next_verb) comes with no change at all.)
     pub fn race_next_updates(&self, count: usize) {
         self.state.lock().race_next_updates += count;
+    }
+
+    /// The next `count` deletes lose a race the same way: just before each, another writer
+    /// changes the object, so a delete with a resourceVersion precondition meets 409.
+    pub fn race_next_deletes(&self, count: usize) {
+        self.state.lock().race_next_deletes += count;
     }
 
     /// The next `count` successful list answers are padded with trailing spaces to
@@ -200,11 +207,16 @@ impl Faults {
         }
     }
 
-    /// Whether this update must lose a race (consumes the fault).
-    pub(crate) fn take_race(&self) -> bool {
+    /// Whether this update (or delete) must lose a race (consumes the fault).
+    pub(crate) fn take_race(&self, verb: &str) -> bool {
         let mut s = self.state.lock();
-        if s.race_next_updates > 0 {
-            s.race_next_updates -= 1;
+        let left = match verb {
+            "update" => &mut s.race_next_updates,
+            "delete" => &mut s.race_next_deletes,
+            _ => return false,
+        };
+        if *left > 0 {
+            *left -= 1;
             true
         } else {
             false

@@ -551,20 +551,8 @@ fn resource_verb(
             Ok(resp)
         }
         "update" => {
-            if shared.faults.take_race() {
-                if let Ok(cur) = store.get(kind, ns, name) {
-                    let mut o = (*cur).clone();
-                    let n: u64 = o["metadata"]["annotations"]["testserver/raced"]
-                        .as_str()
-                        .and_then(|s| s.parse().ok())
-                        .unwrap_or(0);
-                    if !o["metadata"]["annotations"].is_object() {
-                        o["metadata"]["annotations"] = Value::Object(Default::default());
-                    }
-                    o["metadata"]["annotations"]["testserver/raced"] =
-                        Value::from((n + 1).to_string());
-                    let _ = store.seed(kind, ns, o);
-                }
+            if shared.faults.take_race(verb) {
+                race(store, kind, ns, name);
             }
             let manager = managedfields::manager_of(req, verb)?;
             rest::update(store, kind, ns, name, status_only, req, &manager)
@@ -574,8 +562,29 @@ fn resource_verb(
             rest::patch(store, kind, ns, name, status_only, req, &manager)
         }
         "delete" if status_only => Err(errors::method_not_allowed("DELETE")),
-        "delete" => rest::delete(store, kind, ns, name, req),
+        "delete" => {
+            if shared.faults.take_race(verb) {
+                race(store, kind, ns, name);
+            }
+            rest::delete(store, kind, ns, name, req)
+        }
         _ => Err(errors::method_not_allowed(&req.method)),
+    }
+}
+
+/// Another writer changes the object (a counter annotation) just before a write lands.
+fn race(store: &Store, kind: &'static Kind, ns: &str, name: &str) {
+    if let Ok(cur) = store.get(kind, ns, name) {
+        let mut o = (*cur).clone();
+        let n: u64 = o["metadata"]["annotations"]["testserver/raced"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        if !o["metadata"]["annotations"].is_object() {
+            o["metadata"]["annotations"] = Value::Object(Default::default());
+        }
+        o["metadata"]["annotations"]["testserver/raced"] = Value::from((n + 1).to_string());
+        let _ = store.seed(kind, ns, o);
     }
 }
 

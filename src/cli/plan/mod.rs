@@ -248,11 +248,15 @@ fn dry_run_one(api: &Api<APIService>, action: &Action) -> Result<(), String> {
         // The same apply `run` sends (its takeover of managedFields is bookkeeping, and
         // not sent: a dry run of it would not make the apply see it).
         Action::Update(a) | Action::Adopt(a) => api.apply_unread(&a.config, true),
-        Action::Delete { name, uid } => api.delete(
+        Action::Delete {
+            name,
+            uid,
+            resource_version,
+        } => api.delete(
             name,
             &DeleteParams {
                 uid: Some(uid.clone()),
-                resource_version: None,
+                resource_version: resource_version.clone(),
             },
         ),
         _ => Ok(()),
