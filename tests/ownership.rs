@@ -401,6 +401,25 @@ fn two_instances_fighting_over_one_key_are_reported() {
         log.contains("Run one instance (or one leader-elected group) per label key"),
         "{log}"
     );
+    // Each side's creates and deletes are paced like put-backs (5 ms doubling): after the
+    // five that make a fight, a few more per name and side (2 names, 2 sides here: ~20 in
+    // 2 s), where an unpaced pair trades them as fast as the watch brings them (~2,000).
+    let count = || {
+        server
+            .requests()
+            .iter()
+            .filter(|r| is_write(r) && r.resource.as_deref() == Some("apiservices"))
+            .count()
+    };
+    let before = count();
+    std::thread::sleep(Duration::from_secs(2));
+    let during = count() - before;
+    assert!(
+        during <= 40,
+        "{during} writes in 2 s:\n{}\n{}",
+        a.log(),
+        b.log()
+    );
 }
 
 #[test]

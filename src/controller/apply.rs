@@ -216,11 +216,20 @@ pub(crate) fn prior(cx: &SyncContext<'_>, name: &str, action: &Action) -> Result
             return Err(NotNow::Unseen);
         }
     }
-    let put_back = matches!(action, Action::Update(_))
-        && cx.state.synced_once(name)
-        && written.is_some()
-        && last.map(|l| l.fingerprint) == written;
-    if put_back {
+    let synced = cx.state.synced_once(name);
+    let same_as_last = written.is_some() && last.map(|l| l.fingerprint) == written;
+    let put_back = matches!(action, Action::Update(_)) && synced && same_as_last;
+    // Redoing what another writer undid is paced within a fight too: creating again what
+    // we created (someone deleted it), deleting again a name already synced (someone
+    // created it back). Two instances with different manifests otherwise trade creates and
+    // deletes as fast as the watch brings them.
+    let redo = synced
+        && match action {
+            Action::Create(_) => same_as_last,
+            Action::Delete { .. } => true,
+            _ => false,
+        };
+    if put_back || redo {
         if let Some(wait) = cx.fights.wait_before_put_back(name, Instant::now()) {
             return Err(NotNow::Paced(wait));
         }

@@ -7,9 +7,10 @@
 //! are two controllers fighting — typically two instances with the same label key
 //! and different manifests, or an injector writing a field the manifest declares too.
 //! We cannot stop that, but we say so, naming the writer, and pace our side: each
-//! further put-back of a field within a fight waits as the workqueue's per-key backoff
-//! would (5 ms doubling up to 1000 s), so a fight costs a few writes, not the ~65 a
-//! second of an unpaced one. Only put-backs wait: a manifest change is written at once.
+//! further put-back within a fight (of a field, a create of what we created, a delete of
+//! what we deleted) waits as the workqueue's per-key backoff would (5 ms doubling up to
+//! 1000 s), so a fight costs a few writes, not the ~65 a second of an unpaced one. Only
+//! put-backs wait: a manifest change of a field or a create is written at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -211,7 +211,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
         Err(NotNow::Paced(wait)) => {
             // In a fight: this put-back waits for its pace; the name is decided again
             // then (a manifest change is no put-back and is not held by this).
-            debug!("{name} {cell}: putting back declared fields in {wait:?} (paced fight)");
+            let verb = decision.action.verb();
+            debug!("{name} {cell}: {verb} again in {wait:?} (paced fight)");
             cx.report.metrics.observe_sync(cell, SyncResult::Skipped);
             return Ok(Some(wait));
         }
