@@ -53,6 +53,7 @@ pub fn run(seed: u64, steps: usize, on: Switches) -> Outcome {
         bounds.converge,
         Duration::from_millis(300),
         Duration::from_millis(700),
+        bounds.lease_lost_grace,
     );
     world.stop_controllers(true);
     let log = world.server.requests();

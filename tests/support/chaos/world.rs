@@ -644,13 +644,30 @@ impl World {
         missing
     }
 
-    /// Waits (up to `bound`) for convergence, then keeps a quiet window under watch.
-    pub fn await_convergence(&mut self, bound: Duration, settle: Duration, quiet: Duration) {
+    /// Waits (up to `bound`) for convergence, then keeps a quiet window under watch. With
+    /// leader election the state counts as converged only once `lease_lost_grace` has passed
+    /// since the API server last lost its data: until then the old leader may still write by
+    /// its own term beside a replica that created a fresh Lease (as client-go's would; seed
+    /// 15 saw its last write 7 ms before it learnt of the other), so a state seen converged
+    /// earlier is not final yet.
+    pub fn await_convergence(
+        &mut self,
+        bound: Duration,
+        settle: Duration,
+        quiet: Duration,
+        lease_lost_grace: Duration,
+    ) {
+        let term_over = self
+            .t
+            .data_lost
+            .last()
+            .filter(|_| self.t.flavour.leader_elect)
+            .map(|lost| *lost + lease_lost_grace);
         // Replicas that exit meanwhile (a lease lost just before the faults stopped) are
         // restarted, as throughout the run.
         let ok = crate::binary::wait_until_within(bound, || {
             self.restart_exited();
-            self.missing().is_empty()
+            term_over.is_none_or(|t| SystemTime::now() >= t) && self.missing().is_empty()
         });
         if !ok {
             self.t.unconverged = self.missing();
