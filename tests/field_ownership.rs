@@ -206,7 +206,7 @@ fn a_managed_fields_entry_that_cannot_be_read_is_ignored() {
 }
 
 /// Only put-backs wait for a fight's pace: a manifest change is written at once, even while
-/// the next put-back is seconds away.
+/// the next put-back is seconds away; so is the delete when the name leaves the manifests.
 #[test]
 fn a_manifest_change_during_a_paced_fight_is_written_at_once() {
     let (c, s) = plain();
@@ -217,7 +217,7 @@ fn a_manifest_change_during_a_paced_fight_is_written_at_once() {
         &field_ownership::ca_bundle_line(field_ownership::declared()),
     );
     s.write("a.yaml", &declared);
-    let p = Proc::run(c.target(), &s, &n.args(&[]));
+    let p = Proc::run(c.target(), &s, &n.args(&["--allow-empty"]));
     assert!(
         wait_until(|| field_ownership::get(&c, &n.name).is_some()),
         "{}",
@@ -248,6 +248,16 @@ fn a_manifest_change_during_a_paced_fight_is_written_at_once() {
         p.log()
     );
     let took = changed.elapsed();
+    assert!(took < Duration::from_millis(2000), "{took:?}");
+    let removed = Instant::now();
+    s.remove("a.yaml");
+    assert!(
+        field_ownership::wait_for(Duration::from_secs(2), || field_ownership::get(&c, &n.name)
+            .is_none()),
+        "the removal waited for the fight's pace\n{}",
+        p.log()
+    );
+    let took = removed.elapsed();
     assert!(took < Duration::from_millis(2000), "{took:?}");
     injector.stop();
     let (code, log) = p.terminate();

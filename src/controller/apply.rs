@@ -183,11 +183,17 @@ pub(crate) fn field_fight_note(fields: &[String], others: &[String]) -> String {
 pub(crate) struct Prior {
     /// The cached object's resourceVersion the write is decided on.
     pub(crate) cached_rv: Option<Box<str>>,
-    /// What the write sends, hashed (a create sends the configuration an apply would).
+    /// What the write sends, hashed (a create sends the configuration an apply would; a
+    /// delete is [`DELETED`]).
     written: Option<u64>,
-    /// The same apply as our last, to an object that changed since: someone undid it.
+    /// The same write as our last, to an object that changed (or went, or came back)
+    /// since: someone undid it.
     pub(crate) put_back: bool,
 }
+
+/// The fingerprint a delete leaves as our last write to a name: a delete again after it
+/// means the object came back. (A configuration's hash is 0 with odds of 2^-64.)
+const DELETED: u64 = 0;
 
 /// Why a write is not sent now.
 pub(crate) enum NotNow {
@@ -207,6 +213,7 @@ pub(crate) fn prior(cx: &SyncContext<'_>, name: &str, action: &Action) -> Result
     let written = match action {
         Action::Create(o) => config_fingerprint(o),
         Action::Update(a) | Action::Adopt(a) => config_fingerprint(&a.config),
+        Action::Delete { .. } => Some(DELETED),
         _ => None,
     };
     let applying = matches!(action, Action::Update(_) | Action::Adopt(_));
@@ -216,20 +223,17 @@ pub(crate) fn prior(cx: &SyncContext<'_>, name: &str, action: &Action) -> Result
             return Err(NotNow::Unseen);
         }
     }
-    let synced = cx.state.synced_once(name);
-    let same_as_last = written.is_some() && last.map(|l| l.fingerprint) == written;
-    let put_back = matches!(action, Action::Update(_)) && synced && same_as_last;
-    // Redoing what another writer undid is paced within a fight too: creating again what
-    // we created (someone deleted it), deleting again a name already synced (someone
-    // created it back). Two instances with different manifests otherwise trade creates and
-    // deletes as fast as the watch brings them.
-    let redo = synced
-        && match action {
-            Action::Create(_) => same_as_last,
-            Action::Delete { .. } => true,
-            _ => false,
-        };
-    if put_back || redo {
+    // Redoing what another writer undid is paced within a fight: a field put back, a create
+    // of what we created (someone deleted it), a delete of what we deleted (someone created
+    // it back). Two instances with different manifests otherwise trade creates and deletes
+    // as fast as the watch brings them. A manifest change is a different write: not paced.
+    let put_back = matches!(
+        action,
+        Action::Update(_) | Action::Create(_) | Action::Delete { .. }
+    ) && cx.state.synced_once(name)
+        && written.is_some()
+        && last.map(|l| l.fingerprint) == written;
+    if put_back {
         if let Some(wait) = cx.fights.wait_before_put_back(name, Instant::now()) {
             return Err(NotNow::Paced(wait));
         }

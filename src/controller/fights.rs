@@ -10,7 +10,7 @@
 //! further put-back within a fight (of a field, a create of what we created, a delete of
 //! what we deleted) waits as the workqueue's per-key backoff would (5 ms doubling up to
 //! 1000 s), so a fight costs a few writes, not the ~65 a second of an unpaced one. Only
-//! put-backs wait: a manifest change of a field or a create is written at once.
+//! put-backs wait: a manifest change (a field, a name added or removed) is written at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
