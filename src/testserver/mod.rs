@@ -428,7 +428,8 @@ impl TestServer {
     }
 
     /// Every request answered, in the order they arrived (a cause before its effects),
-    /// admin requests excluded.
+    /// admin requests excluded. Requests being handled are waited for, so a write whose
+    /// effect the store already shows is in the log.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared.log.records()
     }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -63,6 +63,10 @@ fn ser_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Erro
 pub(crate) struct RequestLog {
     inner: Mutex<LogInner>,
     capacity: usize,
+    /// Held (shared) by each request being handled, from before it may change the store
+    /// until it is logged; readers of the log take it exclusively, so whatever a caller saw
+    /// in the store before reading the log has its request in the log.
+    in_flight: RwLock<()>,
 }
 
 #[derive(Default)]
@@ -77,7 +81,14 @@ impl RequestLog {
         RequestLog {
             inner: Mutex::new(LogInner::default()),
             capacity,
+            in_flight: RwLock::new(()),
         }
+    }
+
+    /// Marks a request as being handled until the guard drops (after [`push`](Self::push)).
+    /// Not for watches, which stay open: their events change nothing.
+    pub(crate) fn handling(&self) -> RwLockReadGuard<'_, ()> {
+        self.in_flight.read()
     }
 
     /// Adds a record where its arrival puts it. Records are kept in the order requests
@@ -102,21 +113,25 @@ impl RequestLog {
 
     /// Every record kept, in the order the requests arrived.
     pub(crate) fn records(&self) -> Vec<RequestRecord> {
+        let _settled = self.in_flight.write();
         self.inner.lock().records.iter().cloned().collect()
     }
 
     /// Requests of `verb` since the last clear.
     pub(crate) fn count(&self, verb: &str) -> usize {
+        let _settled = self.in_flight.write();
         self.inner.lock().counts.get(verb).copied().unwrap_or(0)
     }
 
     /// All counters.
     pub(crate) fn counts(&self) -> HashMap<String, usize> {
+        let _settled = self.in_flight.write();
         self.inner.lock().counts.clone()
     }
 
     /// Forgets records and counters.
     pub(crate) fn clear(&self) {
+        let _settled = self.in_flight.write();
         let mut l = self.inner.lock();
         l.records.clear();
         l.counts.clear();
@@ -162,6 +177,23 @@ mod tests {
         let verbs: Vec<String> = log.records().into_iter().map(|r| r.verb).collect();
         assert_eq!(verbs, ["first", "edit", "retry", "same-time"]);
         assert_eq!(log.count("edit"), 1);
+    }
+
+    #[test]
+    fn a_reader_waits_for_the_requests_being_handled() {
+        let log = std::sync::Arc::new(RequestLog::new(10));
+        // A write is in the store (its caller may have seen it) but not logged yet.
+        let handling = log.handling();
+        let reader = {
+            let log = log.clone();
+            std::thread::spawn(move || log.records().len())
+        };
+        // Time for a reader that did not wait to read an empty log (nothing to await: a
+        // reader blocked on the lock shows no sign of it).
+        std::thread::sleep(Duration::from_millis(50));
+        log.push(rec("create", 10));
+        drop(handling);
+        assert_eq!(reader.join().unwrap(), 1);
     }
 
     #[test]

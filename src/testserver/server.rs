@@ -393,6 +393,9 @@ fn handle(
         std::thread::sleep(latency);
     }
     let route = route(shared, &req.path);
+    // Until it is logged, a reader of the log waits for this request (not for a watch,
+    // which logs itself and stays open).
+    let handling = (!req.query_bool("watch")).then(|| shared.log.handling());
     let mut rec = RequestRecord {
         verb: "other".into(),
         method: req.method.clone(),
@@ -517,6 +520,7 @@ fn handle(
     resp.headers.extend(shared.flow_control_headers());
     rec.code = resp.code;
     shared.log.push(rec);
+    drop(handling);
     let cut = shared.faults.take_cut();
     http::write_response(reader.get_mut(), &resp, req.keep_alive && !cut, cut)?;
     Ok(!cut)
