@@ -646,7 +646,8 @@ fn not_ours(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{APIServiceCondition, APIServiceSpec, APIServiceStatus};
+    use crate::api::APIServiceSpec;
+    use crate::controller::availability::status::available_status;
     use serde_json::json;
 
     const KEY: &str = DEFAULT_LABEL_KEY;
@@ -1029,14 +1030,7 @@ mod tests {
         let d = desired(SyncMode::Always);
         let with_available = |status: &str| {
             let mut o = cached(Some("true"), "foo");
-            o.status = Some(Box::new(APIServiceStatus {
-                conditions: Some(vec![APIServiceCondition {
-                    type_: "Available".into(),
-                    status: status.into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }));
+            o.status = Some(available_status(status, "", ""));
             o
         };
         let curr = with_available("False");

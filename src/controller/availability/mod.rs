@@ -441,9 +441,7 @@ impl Availability {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{
-        APIServiceCondition, APIServiceSpec, APIServiceStatus, ServiceReference, DEFAULT_LABEL_KEY,
-    };
+    use crate::api::{APIServiceSpec, ServiceReference, DEFAULT_LABEL_KEY};
     use crate::client::Config;
     use crate::controller::decision::SyncMode;
 
@@ -462,16 +460,11 @@ mod tests {
         );
         o.metadata.set_label(DEFAULT_LABEL_KEY, "true");
         o.metadata.uid = Some("uid-1".into());
-        o.status = Some(Box::new(APIServiceStatus {
-            conditions: Some(vec![APIServiceCondition {
-                type_: "Available".into(),
-                status: "False".into(),
-                reason: Some("ServiceNotFound".into()),
-                message: Some(r#"service/svc in "ns" is not present"#.into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }));
+        o.status = Some(status::available_status(
+            "False",
+            "ServiceNotFound",
+            r#"service/svc in "ns" is not present"#,
+        ));
         o
     }
 

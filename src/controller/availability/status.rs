@@ -88,23 +88,33 @@ impl fmt::Display for Observed {
     }
 }
 
+/// A status whose only condition is `Available` with this status, reason and message.
+#[cfg(test)]
+pub(crate) fn available_status(
+    status: &str,
+    reason: &str,
+    message: &str,
+) -> Box<crate::api::APIServiceStatus> {
+    Box::new(crate::api::APIServiceStatus {
+        conditions: Some(vec![crate::api::APIServiceCondition {
+            type_: "Available".into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{APIServiceCondition, APIServiceSpec, APIServiceStatus};
+    use crate::api::APIServiceSpec;
 
     fn with(status: &str, reason: &str, message: &str) -> APIService {
         let mut o = APIService::new("v1.x.example.com", APIServiceSpec::default());
-        o.status = Some(Box::new(APIServiceStatus {
-            conditions: Some(vec![APIServiceCondition {
-                type_: "Available".into(),
-                status: status.into(),
-                reason: Some(reason.into()),
-                message: Some(message.into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }));
+        o.status = Some(available_status(status, reason, message));
         o
     }
 
