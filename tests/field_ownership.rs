@@ -18,7 +18,6 @@ mod tls_backend;
 
 use std::time::{Duration, Instant};
 
-use autoregister::api::time::parse_rfc3339;
 use autoregister::testserver::TestServer;
 use binary::{wait_until, Proc, Scratch};
 use cluster::Cluster;
@@ -247,13 +246,18 @@ fn a_manifest_change_during_a_paced_fight_is_written_at_once() {
         "a.yaml",
         &declared.replace("versionPriority: 10", "versionPriority: 11"),
     );
+    // The program's own line, not the store: the store shows the write before the answer
+    // reaches the program and it logs it.
     assert!(
-        field_ownership::wait_for(Duration::from_secs(10), || field_ownership::get(
-            &c, &n.name
-        )
-        .is_some_and(|o| o.spec.version_priority == 11)),
+        field_ownership::wait_for(Duration::from_secs(10), || p
+            .log()
+            .contains("spec.versionPriority]: ok")),
         "not written\n{}",
         p.log()
+    );
+    assert_eq!(
+        field_ownership::get(&c, &n.name).map(|o| o.spec.version_priority),
+        Some(11)
     );
     // Written as soon as the program read the change, not at the next put-back's pace
     // (≥ 2.56 s away). Timed between its own log lines: the manifest poll and reload before
@@ -266,8 +270,7 @@ fn a_manifest_change_during_a_paced_fight_is_written_at_once() {
             .skip(from)
             .find(|(_, l)| l.contains(needle))
             .unwrap_or_else(|| panic!("no {needle:?} in\n{log}"));
-        let time = line.split_whitespace().next().and_then(parse_rfc3339);
-        (i, time.unwrap_or_else(|| panic!("no time on {line:?}")))
+        (i, field_ownership::logged_at(line))
     };
     let (i, read) = at(0, &format!("{}: changed in the manifests", n.name));
     let (_, written) = at(i, "spec.versionPriority]: ok");

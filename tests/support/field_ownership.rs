@@ -291,7 +291,7 @@ fn our_writes<'a>(log: &'a str, name: &str, verb: &str) -> Vec<&'a str> {
 }
 
 /// The time a log line was written (its RFC 3339 timestamp).
-fn logged_at(line: &str) -> SystemTime {
+pub fn logged_at(line: &str) -> SystemTime {
     let stamp = line.split_whitespace().next().unwrap_or("");
     autoregister::api::time::parse_rfc3339(stamp).unwrap_or_else(|| panic!("no timestamp: {line}"))
 }
