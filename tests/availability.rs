@@ -397,7 +397,12 @@ fn a_withdrawal_deletes_only_the_object_it_saw_unavailable() {
         first.unwrap().parse::<u64>().unwrap() < second.unwrap().parse::<u64>().unwrap(),
         "{deletes:?}"
     );
-    assert_eq!(events(&server, name, "Withdrawn").len(), 1, "{}", p.log());
+    // One withdrawal for the two deletes (the Event is written after the log line).
+    assert!(
+        wait_until(|| events(&server, name, "Withdrawn").len() == 1),
+        "{}",
+        p.log()
+    );
     let (code, log) = p.terminate();
     assert_eq!(code, 0, "{log}");
 }
