@@ -9,6 +9,7 @@ use autoregister::api::{
 use autoregister::client::{DEFAULT_BURST, DEFAULT_QPS};
 use autoregister::controller::Ownership;
 use autoregister::runtime::leader::LeaderConfig;
+use autoregister::text;
 
 use super::duration;
 
@@ -22,7 +23,8 @@ usage:
                     [--leader-elect-lease-duration DUR] [--leader-elect-renew-deadline DUR]
                     [--leader-elect-retry-period DUR]
                     [--label-key KEY] [--adopt] [--allow-empty] [--withdraw-unavailable DUR]
-                    [--events[=BOOL]] [--ca-expiry-warning DUR] [--log-format text|json]
+                    [--events[=BOOL]] [--ca-expiry-warning DUR] [--fight-backoff-max DUR]
+                    [--log-format text|json]
   autoregister plan --manifests PATH [--kubeconfig FILE] [--context NAME] [--server URL]
                     [--as USER] [--as-group G] [--as-uid UID]
                     [--label-key KEY] [--adopt] [--allow-empty] [--timeout DUR]
@@ -83,7 +85,10 @@ pub const RUN_FLAGS: &str =
   --leader-elect-retry-period DUR     default 2s
   --events[=BOOL]          record Kubernetes Events on the APIServices (default true)
   --ca-expiry-warning DUR  warn (log and Warning Event) when an APIService's CA bundle
-                           expires within DUR (default 336h, 14 days)";
+                           expires within DUR (default 336h, 14 days)
+  --fight-backoff-max DUR  while another writer keeps undoing a write, put it back at most
+                           this far apart, 5ms..=1000s (default 30s); the pace starts over
+                           once nobody has undone it for twice this long";
 
 /// The flags only `plan` takes.
 pub const PLAN_FLAGS: &str =
@@ -266,6 +271,8 @@ pub struct RunArgs {
     pub leader: LeaderConfig,
     /// `--ca-expiry-warning` (default 14 days).
     pub ca_expiry_warning: Duration,
+    /// `--fight-backoff-max` (default 30 s): the longest a put-back waits in a fight.
+    pub fight_backoff_max: Duration,
     /// Ownership flags.
     pub ownership: OwnershipArgs,
     /// Connection flags.
@@ -365,6 +372,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut workers = 2usize;
     let mut resync = None;
     let mut ca_expiry_warning = autoregister::controller::ca::DEFAULT_EXPIRY_WARNING;
+    let mut fight_backoff_max = autoregister::controller::DEFAULT_FIGHT_BACKOFF_MAX;
     let mut relist = Some(autoregister::runtime::reflector::DEFAULT_RELIST);
     let mut health_addr = None;
     let mut leader_elect = false;
@@ -471,6 +479,21 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             Long("wait-available") => {
                 run_only("wait-available")?;
                 wait_available = true;
+            }
+            Long("fight-backoff-max") => {
+                run_only("fight-backoff-max")?;
+                let d = duration::parse(&value(&mut parser)?)
+                    .map_err(|e| format!("--fight-backoff-max: {e}"))?;
+                let (lo, hi) = autoregister::controller::FIGHT_BACKOFF_MAX_RANGE;
+                if d < lo || d > hi {
+                    return Err(format!(
+                        "--fight-backoff-max must be {}..={}, got {}",
+                        text::duration(lo),
+                        text::duration(hi),
+                        text::duration(d)
+                    ));
+                }
+                fight_backoff_max = d;
             }
             Long("withdraw-unavailable") => {
                 run_only("withdraw-unavailable")?;
@@ -593,6 +616,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             events,
             leader,
             ca_expiry_warning,
+            fight_backoff_max,
             ownership,
             kube,
             log_format,

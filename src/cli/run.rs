@@ -99,6 +99,7 @@ pub fn run(args: &RunArgs, stop: &Stop) -> Result<i32, Failure> {
     options.events_instance = args.events.then(|| identity.clone());
     options.withdraw_unavailable = args.withdraw_unavailable;
     options.ca_expiry_warning = args.ca_expiry_warning;
+    options.fight_backoff_max = args.fight_backoff_max;
     let controller = Controller::new(client, options);
     let leader_metrics = args
         .leader_elect

@@ -142,7 +142,11 @@ pub(crate) fn fight_over_fields(
     let Some(fight) = contested.fight else {
         return;
     };
-    let note = field_fight_note(&contest.fields, &contest.by);
+    let note = format!(
+        "{}; {}",
+        field_fight_note(&contest.fields, &contest.by),
+        fight_pace_note(contested.pace, cx.fights.max_pace())
+    );
     warn!(
         "{name}: FieldFight: {note} ({} writes within {}s putting it back)",
         fight.writes,
@@ -151,6 +155,24 @@ pub(crate) fn fight_over_fields(
     cx.report
         .events
         .record(name, uid, EventReason::FieldFight, &note);
+}
+
+/// `putting it back after 80ms, doubling to every 30s while the fight goes on`: how a
+/// fight is paced, for its report.
+pub(crate) fn fight_pace_note(pace: Duration, max: Duration) -> String {
+    use crate::text::duration;
+    if pace >= max {
+        format!(
+            "putting it back every {} while the fight goes on",
+            duration(max)
+        )
+    } else {
+        format!(
+            "putting it back after {}, doubling to every {} while the fight goes on",
+            duration(pace),
+            duration(max)
+        )
+    }
 }
 
 /// `spec.caBundle is also written by cainjector; remove it from the manifest or the

@@ -8,9 +8,16 @@
 //! and different manifests, or an injector writing a field the manifest declares too.
 //! We cannot stop that, but we say so, naming the writer, and pace our side: each
 //! further put-back within a fight (of a field, a create of what we created, a delete of
-//! what we deleted) waits as the workqueue's per-key backoff would (5 ms doubling up to
-//! 1000 s), so a fight costs a few writes, not the ~65 a second of an unpaced one. Only
-//! put-backs wait: a manifest change (a field, a name added or removed) is written at once.
+//! what we deleted) waits 5 ms doubling, as the workqueue's per-key backoff does, so a
+//! fight costs a few writes, not the ~65 a second of an unpaced one. Only put-backs wait:
+//! a manifest change (a field, a name added or removed) is written at once.
+//!
+//! The pace is capped at [`DEFAULT_FIGHT_BACKOFF_MAX`] (30 s), not the workqueue's error
+//! cap of 1000 s: a fight is not an error to back off from but an undone registration,
+//! and once the other writer stops, the manifest's value must be back within a minute
+//! (GitOps self-heal loops bound their retry interval for the same reason). And it cools
+//! down: once nobody has undone our write for twice the cap, the next one-off edit is put
+//! back at once again.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,13 +31,26 @@ use crate::runtime::workqueue::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY};
 pub const FIGHT_THRESHOLD: usize = 5;
 /// The window over which contested writes are counted (5 in 5 minutes: not a one-off edit).
 pub const FIGHT_WINDOW: Duration = Duration::from_secs(300);
+/// The longest a put-back waits within a fight, by default: the registration is back
+/// within half a minute of the other writer's last edit.
+pub const DEFAULT_FIGHT_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The range a fight's cap may be set in: from the first put-back's pace (5 ms) to the
+/// workqueue's error cap (1000 s), past which a fight would be paced slower than a failure.
+pub const FIGHT_BACKOFF_MAX_RANGE: (Duration, Duration) = (DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY);
 
 /// Counts contested writes per name and reports when they amount to a fight.
-#[derive(Default)]
 pub struct FightDetector {
     recent: Mutex<HashMap<String, Recent>>,
     contested: AtomicU64,
     fights: AtomicU64,
+    /// The pace's cap; twice it without a contested write ends a fight.
+    max_pace: Duration,
+}
+
+impl Default for FightDetector {
+    fn default() -> Self {
+        FightDetector::new(DEFAULT_FIGHT_BACKOFF_MAX)
+    }
 }
 
 #[derive(Default)]
@@ -38,8 +58,8 @@ struct Recent {
     times: VecDeque<Instant>,
     /// When we last reported this name, so one fight is one warning per window.
     reported: Option<Instant>,
-    /// Contested writes in a row, none further apart than its pace and a window: what
-    /// the next one's pace doubles from.
+    /// Contested writes in a row, none further apart than the quiet window (twice the
+    /// cap): what the next one's pace doubles from.
     streak: u32,
     /// The pace given after the last contested write.
     pace: Duration,
@@ -64,6 +84,30 @@ pub struct Fight {
 }
 
 impl FightDetector {
+    /// A detector whose put-backs wait at most `max_pace` (within
+    /// [`FIGHT_BACKOFF_MAX_RANGE`]; a value outside it is clamped into it).
+    pub fn new(max_pace: Duration) -> Self {
+        let (lo, hi) = FIGHT_BACKOFF_MAX_RANGE;
+        FightDetector {
+            recent: Mutex::default(),
+            contested: AtomicU64::new(0),
+            fights: AtomicU64::new(0),
+            max_pace: max_pace.clamp(lo, hi),
+        }
+    }
+
+    /// The longest a put-back waits within a fight.
+    pub fn max_pace(&self) -> Duration {
+        self.max_pace
+    }
+
+    /// How long nobody must undo our write before a name's fight is over and its pace
+    /// starts from the base delay again: twice the cap, so a writer that undoes every
+    /// put-back at once keeps the name at the cap, never reset by the cap's own wait.
+    pub fn quiet_window(&self) -> Duration {
+        self.max_pace.saturating_mul(2)
+    }
+
     /// Records a contested write to `name` at `now`: how long the name waits before its
     /// next write, and the fight when this write completes one not yet reported within
     /// the window.
@@ -77,12 +121,20 @@ impl FightDetector {
                 now.saturating_duration_since(*t) < r.pace.saturating_add(FIGHT_WINDOW)
             })
         });
+        let quiet = self.quiet_window();
         let r = recent.entry(name.to_string()).or_default();
+        if r.times
+            .back()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= quiet)
+        {
+            // Nobody undid our last write for the quiet window: that fight is over.
+            r.streak = 0;
+        }
         r.streak = r.streak.saturating_add(1);
         let doublings = r.streak.saturating_sub(1).min(31);
         r.pace = DEFAULT_BASE_DELAY
             .saturating_mul(1u32 << doublings)
-            .min(DEFAULT_MAX_DELAY);
+            .min(self.max_pace);
         let pace = r.pace;
         r.not_before = Some(now + pace);
         r.times.push_back(now);
@@ -112,6 +164,23 @@ impl FightDetector {
         let recent = self.recent.lock();
         let until = recent.get(name)?.not_before?;
         (until > now).then(|| until - now)
+    }
+
+    /// Names in a fight at `now`: a fight's worth of contested writes within the window,
+    /// the last one within the quiet window.
+    pub fn in_fight(&self, now: Instant) -> usize {
+        let quiet = self.quiet_window();
+        self.recent
+            .lock()
+            .values()
+            .filter(|r| {
+                r.times.len() >= FIGHT_THRESHOLD
+                    && r.times.back().is_some_and(|t| {
+                        let age = now.saturating_duration_since(*t);
+                        age < quiet && age < FIGHT_WINDOW
+                    })
+            })
+            .count()
     }
 
     /// Writes that redid work another writer undid, since start.
@@ -200,18 +269,74 @@ mod tests {
         assert_eq!(d.wait_before_put_back("b", t0), Some(c.pace));
         assert_eq!(d.wait_before_put_back("b", t0 + c.pace), None);
         assert_eq!(d.wait_before_put_back("never", t0), None);
-        // Capped as the per-key backoff is.
+        // Capped at 30 s, not the workqueue's error cap.
         for _ in 0..40 {
             let c = d.contested_write("a", at);
             at += c.pace;
         }
-        assert_eq!(d.contested_write("a", at).pace, DEFAULT_MAX_DELAY);
-        // A fight over for its pace and a window starts again from the base delay.
-        let later = at + DEFAULT_MAX_DELAY + FIGHT_WINDOW;
+        assert_eq!(d.contested_write("a", at).pace, DEFAULT_FIGHT_BACKOFF_MAX);
+    }
+
+    #[test]
+    fn a_writer_undoing_every_put_back_keeps_the_pace_at_the_cap() {
+        let d = FightDetector::new(Duration::from_secs(30));
+        let t0 = Instant::now();
+        let mut at = t0;
+        let mut paces = Vec::new();
+        for _ in 0..30 {
+            // The other writer undoes each put-back at once; ours waits its pace.
+            let c = d.contested_write("a", at);
+            paces.push(c.pace);
+            at += c.pace;
+        }
+        assert!(paces.iter().all(|p| *p <= Duration::from_secs(30)));
+        // 5 ms · 2^12 = 20.48 s; the 14th and every later one wait the cap.
+        assert_eq!(paces[12], Duration::from_millis(20_480));
+        assert_eq!(paces[13..], [Duration::from_secs(30); 17]);
+        assert_eq!(d.in_fight(at), 1);
+    }
+
+    #[test]
+    fn a_fight_cools_down_after_twice_the_cap_without_a_contested_write() {
+        let d = FightDetector::new(Duration::from_secs(30));
+        let t0 = Instant::now();
+        let mut at = t0;
+        for _ in 0..20 {
+            at += d.contested_write("a", at).pace;
+        }
+        assert_eq!(d.quiet_window(), Duration::from_secs(60));
+        assert_eq!(d.in_fight(at), 1);
+        // An edit 59 s after our last put-back still finds the fight on.
+        let last = at - Duration::from_secs(30);
         assert_eq!(
-            d.contested_write("a", later).pace,
-            DEFAULT_BASE_DELAY,
-            "a new fight"
+            d.contested_write("a", last + Duration::from_secs(59)).pace,
+            Duration::from_secs(30)
         );
+        let last = last + Duration::from_secs(59);
+        // Quiet for the window: no longer in a fight, and the next one-off edit is put
+        // back after the base delay.
+        let later = last + Duration::from_secs(60);
+        assert_eq!(d.in_fight(later), 0);
+        assert_eq!(d.contested_write("a", later).pace, DEFAULT_BASE_DELAY);
+        assert_eq!(
+            d.wait_before_put_back("a", later + DEFAULT_BASE_DELAY),
+            None
+        );
+    }
+
+    #[test]
+    fn the_cap_is_kept_within_its_range() {
+        let lo = FightDetector::new(Duration::from_millis(1));
+        assert_eq!(lo.max_pace(), FIGHT_BACKOFF_MAX_RANGE.0);
+        let hi = FightDetector::new(Duration::from_secs(5000));
+        assert_eq!(hi.max_pace(), FIGHT_BACKOFF_MAX_RANGE.1);
+        let t0 = Instant::now();
+        let mut at = t0;
+        let mut last = Duration::ZERO;
+        for _ in 0..25 {
+            last = hi.contested_write("a", at).pace;
+            at += last;
+        }
+        assert_eq!(last, DEFAULT_MAX_DELAY);
     }
 }

@@ -70,6 +70,10 @@ pub struct ControllerOptions {
     /// A CA bundle whose first certificate expires within this long gets a Warning Event
     /// (default [`DEFAULT_EXPIRY_WARNING`](super::ca::DEFAULT_EXPIRY_WARNING), 14 days).
     pub ca_expiry_warning: Duration,
+    /// The longest a put-back waits while another writer keeps undoing our writes to a
+    /// name (default 30 s; clamped to 5 ms–1000 s). Once nobody has undone our write for
+    /// twice this long, the next edit is put back at once again.
+    pub fight_backoff_max: Duration,
 }
 
 impl ControllerOptions {
@@ -88,6 +92,7 @@ impl ControllerOptions {
             withdraw_unavailable: None,
             field_manager: None,
             ca_expiry_warning: super::ca::DEFAULT_EXPIRY_WARNING,
+            fight_backoff_max: super::fights::DEFAULT_FIGHT_BACKOFF_MAX,
         }
     }
 
@@ -361,7 +366,7 @@ impl Controller {
         let inner = Arc::new(Inner {
             api: Api::all(client).with_field_manager(field_manager),
             ownership,
-            fights: FightDetector::default(),
+            fights: FightDetector::new(options.fight_backoff_max),
             cancel,
             write_gate,
             liveness: Liveness::new(),
@@ -917,6 +922,7 @@ impl Inner {
             desired: desired.len(),
             managed,
             unowned_desired,
+            fighting: self.fights.in_fight(Instant::now()),
         }
     }
 

@@ -62,6 +62,8 @@ pub struct Gauges {
     pub managed: usize,
     /// Desired names held by an object without our label (left alone).
     pub unowned_desired: usize,
+    /// Names whose writes another writer keeps undoing (see `FightDetector`).
+    pub fighting: usize,
 }
 
 /// The controller's own counters; one per [`Controller`](super::Controller), passed explicitly.
@@ -129,6 +131,11 @@ impl ControllerMetrics {
                 "Desired APIService names held by an object without this controller's ownership label (left alone).",
                 gauges.unowned_desired,
             ),
+            (
+                "autoregister_apiservices_in_fight",
+                "APIService names whose writes another writer keeps undoing (each put-back paced, at most --fight-backoff-max apart).",
+                gauges.fighting,
+            ),
         ] {
             header(&mut out, name, "gauge", help);
             let _ = writeln!(out, "{name} {value}");
@@ -186,10 +193,12 @@ mod tests {
             desired: 3,
             managed: 2,
             unowned_desired: 1,
+            fighting: 1,
         });
         assert!(text.contains("autoregister_syncs_total{cell=\"6C\",result=\"ok\"} 2\n"));
         assert!(text.contains("autoregister_syncs_total{cell=\"3C\",result=\"skipped\"} 1\n"));
         assert!(text.contains("autoregister_unowned_desired_apiservices 1\n"));
+        assert!(text.contains("autoregister_apiservices_in_fight 1\n"));
         assert!(text.contains("autoregister_manifest_reloads_total{result=\"error\"} 0\n"));
         assert!(
             text.contains("autoregister_manifest_last_reload_success_timestamp_seconds 0.000\n")

@@ -20,7 +20,10 @@ pub use decision::{
 };
 pub use events::{EventReason, EventRecorder};
 pub use fields::{Applied, Comparison, Takeover};
-pub use fights::{FightDetector, FIGHT_THRESHOLD, FIGHT_WINDOW};
+pub use fights::{
+    FightDetector, DEFAULT_FIGHT_BACKOFF_MAX, FIGHT_BACKOFF_MAX_RANGE, FIGHT_THRESHOLD,
+    FIGHT_WINDOW,
+};
 pub use handle::{Controller, ControllerOptions, Pending, NOT_SYNCED_YET, QUEUE_NAME};
 pub use manifests::{load, ManifestError, ManifestSet, Reload, Reloader};
 pub use metrics::{ControllerMetrics, Gauges, ReloadResult, SyncResult};

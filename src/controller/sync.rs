@@ -627,7 +627,8 @@ fn write<T>(r: Result<T, Error>) -> Result<T, SyncError> {
 /// A create or delete of a name we had already synced: someone undid our work (deleted
 /// it, or brought back one we removed). Counted, and reported when it amounts to a fight.
 fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
-    let Some(fight) = cx.fights.contested_write(name, Instant::now()).fight else {
+    let contested = cx.fights.contested_write(name, Instant::now());
+    let Some(fight) = contested.fight else {
         return;
     };
     let ours = cx.api.field_manager().unwrap_or_default();
@@ -639,9 +640,10 @@ fn notice_contested(cx: &SyncContext<'_>, name: &str, verb: &str) {
     warn!(
         "{name}: {} writes within {}s undoing another writer's changes (last: {verb}; \
          other writer: {writer}); is another controller managing it, e.g. a second \
-         instance with the same --label-key? Run one instance (or one leader-elected group) per label key",
+         instance with the same --label-key? Run one instance (or one leader-elected group) per label key; {}",
         fight.writes,
-        FIGHT_WINDOW.as_secs()
+        FIGHT_WINDOW.as_secs(),
+        apply::fight_pace_note(contested.pace, cx.fights.max_pace())
     );
 }
 

@@ -52,6 +52,9 @@ pub struct Entry {
     pub unavailable: Option<String>,
     /// A running instance holds the name withdrawn: its `Withdrawn` Event's note.
     pub withdrawn: Option<String>,
+    /// A running instance reported a fight over it within the last window: when, and its
+    /// `FieldFight` Event's note (the fields, the other writer, the pace).
+    pub fight: Option<(String, String)>,
     /// The CA bundle it would carry and where it comes from (from a source or literal).
     pub ca: Option<PlannedBundle>,
 }
@@ -89,6 +92,7 @@ impl Entry {
             available: "-",
             unavailable: None,
             withdrawn: None,
+            fight: None,
             ca: None,
         };
         let writes = !matches!(
@@ -199,6 +203,9 @@ impl Entry {
         if let Some(w) = &self.withdrawn {
             m.insert("withdrawn".into(), json!(w));
         }
+        if let Some(f) = &self.fight {
+            m.insert("fight".into(), json!({"reportedAt": f.0, "note": f.1}));
+        }
         Value::Object(m)
     }
 
@@ -233,6 +240,11 @@ impl Entry {
         }
         if let Some(w) = &self.withdrawn {
             out.push(format!("withdrawn by a running instance: {w}"));
+        }
+        if let Some((at, note)) = &self.fight {
+            out.push(format!(
+                "fight reported by a running instance at {at}: {note}"
+            ));
         }
         match &self.dry_run {
             DryRun::NotSent => {}

@@ -167,14 +167,17 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
         .filter(|n| !existing.contains_key(*n))
         .map(String::as_str)
         .collect();
-    match availability::withdrawn(&client, &cancel, &absent) {
-        Ok(withdrawn) => {
+    match availability::events(&client, &cancel) {
+        Ok(events) => {
+            let withdrawn = availability::withdrawn(&events, &absent);
+            let fights = availability::fights(&events, std::time::SystemTime::now());
             for e in &mut entries {
                 e.withdrawn = withdrawn.get(&e.name).cloned();
+                e.fight = fights.get(&e.name).cloned();
             }
         }
         Err(e) => eprintln!(
-            "autoregister: cannot tell which APIServices are withdrawn (listing Events: {e})"
+            "autoregister: cannot tell which APIServices are withdrawn or in a fight (listing Events: {e})"
         ),
     }
     if args.dry_run {
