@@ -159,10 +159,11 @@ pub fn help(topic: Option<&str>) -> Result<String, String> {
 /// A parsed command line.
 #[derive(Debug)]
 pub enum Command {
-    /// Keep the manifests' APIServices registered.
-    Run(RunArgs),
+    /// Keep the manifests' APIServices registered (the arguments boxed, as they are many
+    /// times the size of the small variants').
+    Run(Box<RunArgs>),
     /// Print what `run` would do.
-    Plan(PlanArgs),
+    Plan(Box<PlanArgs>),
     /// Print the version.
     Version,
     /// Print the help of a command (`None`: of the program).
@@ -600,7 +601,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
         return Err("--wait-available needs --once".into());
     }
     Ok(if sub == "run" {
-        Command::Run(RunArgs {
+        Command::Run(Box::new(RunArgs {
             manifests,
             once,
             wait_available,
@@ -620,9 +621,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             ownership,
             kube,
             log_format,
-        })
+        }))
     } else {
-        Command::Plan(PlanArgs {
+        Command::Plan(Box::new(PlanArgs {
             all,
             output,
             dry_run,
@@ -631,7 +632,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
             ownership,
             kube,
             log_format,
-        })
+        }))
     })
 }
 
