@@ -119,6 +119,8 @@ pub mod client;
 #[doc(hidden)]
 pub mod controller;
 #[doc(hidden)]
+pub mod diagnosis;
+#[doc(hidden)]
 pub mod ops;
 mod prometheus;
 #[doc(hidden)]

@@ -14,6 +14,7 @@ fn main() {
     let format = match &parsed {
         Ok(Command::Run(a)) => a.log_format,
         Ok(Command::Plan(a)) => a.log_format,
+        Ok(Command::Explain(a)) => a.log_format,
         _ => args::LogFormat::Text,
     };
     cli::logging::init(format);
@@ -42,6 +43,7 @@ fn main() {
             Ok(()) => report(cli::plan::plan(&a, stop)),
             Err(e) => usage_error(&e),
         }),
+        Ok(Command::Explain(a)) => stoppable(|stop| report(cli::explain::explain(&a, stop))),
         Err(e) => usage_error(&e),
     };
     std::process::exit(code);

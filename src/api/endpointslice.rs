@@ -47,6 +47,9 @@ pub struct EndpointConditions {
     /// Ready to serve; absent means ready (as the API documents and upstream reads it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
+    /// Shutting down (its pod is being deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminating: Option<bool>,
 }
 
 /// One port of a slice.

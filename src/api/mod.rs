@@ -9,6 +9,7 @@ mod label;
 mod lease;
 mod managed_fields;
 mod meta;
+mod pod;
 mod resource;
 mod secret;
 mod service;
@@ -31,6 +32,10 @@ pub use label::{is_reserved_label_key, validate_label_key};
 pub use lease::{Lease, LeaseSpec};
 pub use managed_fields::{FieldOwnership, FieldPath, Operation, OwnerEntry};
 pub use meta::{ListMeta, ObjectList, ObjectMeta, RawJson};
+pub use pod::{
+    Container, ContainerPort, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus, SecretVolume,
+    Volume,
+};
 pub use resource::Resource;
 pub use secret::{ConfigMap, Secret};
 pub use service::{Service, ServicePort, ServiceSpec};

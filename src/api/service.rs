@@ -1,4 +1,5 @@
-//! Core `v1` Service, read only: what the availability check needs (type and ports).
+//! Core `v1` Service, read only: what the availability check and `explain` need (type,
+//! ports, selector).
 //!
 //! The controller never writes a Service, so fields it does not read are dropped.
 
@@ -34,6 +35,12 @@ pub struct ServiceSpec {
     /// The ports the Service exposes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ServicePort>,
+    /// The labels of the pods it routes to; `None`: endpoints are written by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<std::collections::BTreeMap<String, String>>,
+    /// The DNS name an `ExternalName` Service stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_name: Option<String>,
 }
 
 /// One port of a Service.
@@ -46,6 +53,9 @@ pub struct ServicePort {
     /// The port the Service listens on.
     #[serde(default)]
     pub port: i32,
+    /// The pods' port it forwards to: a number or a container port's name (default: `port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_port: Option<serde_json::Value>,
 }
 
 impl Service {

@@ -29,6 +29,8 @@ usage:
                     [--as USER] [--as-group G] [--as-uid UID]
                     [--label-key KEY] [--adopt] [--allow-empty] [--timeout DUR]
                     [--all] [-o text|json] [--dry-run=server|none] [--log-format text|json]
+  autoregister explain [NAME...] [--all] [-o text|json] [--kubeconfig FILE] [--context NAME]
+                    [--server URL] [--as USER] [--as-group G] [--timeout DUR]
   autoregister version | --version | -V
   autoregister help [COMMAND]
 
@@ -99,6 +101,11 @@ pub const PLAN_FLAGS: &str =
                            the server refuses; none: no requests but the list (for read-only
                            credentials) (default server)";
 
+/// The flags only `explain` takes.
+pub const EXPLAIN_FLAGS: &str =
+    "  --all                    every APIService, served or not (default: those not Available=True)
+  -o, --output FORMAT      text or json: one object per APIService (default text)";
+
 /// What every command's help ends with: flag forms, environment, exit codes.
 const HELP_FOOTER: &str = "\
 Every flag takes its value as --flag VALUE or --flag=VALUE; a boolean flag alone means
@@ -122,6 +129,7 @@ const COMMANDS: &str = "\
 commands:
   run       keep the APIServices of --manifests registered (--once: converge and exit)
   plan      print what `run` would do to each APIService, writing nothing
+  explain   say why APIServices are not served: the broken link, its evidence, the fix
   version   print the version, git commit and build target
   help      print a command's help: autoregister help [COMMAND]";
 
@@ -146,6 +154,17 @@ pub fn help(topic: Option<&str>) -> Result<String, String> {
              usage:\n  autoregister plan --manifests PATH [flags]\n\n\
              flags:\n{FLAGS}\n{PLAN_FLAGS}\n\n{HELP_FOOTER}"
         ),
+        Some("explain") => format!(
+            "autoregister explain: says why an aggregated API is not served. For each APIService it\n\
+             walks the chain kube-aggregator walks (Service, port, endpoints and pods, caBundle and\n\
+             the serving certificate, the backend's permissions, the discovery GET), stops at the\n\
+             first broken link and prints the cause code, the evidence it read, the fix and what\n\
+             else breaks meanwhile. Reads only; a link the user may not read is reported as such.\n\n\
+             usage:\n  autoregister explain [NAME...] [flags]\n  kubectl autoregister explain [NAME...] [flags]   (installed as kubectl-autoregister)\n\n\
+             With no NAME: every APIService that is not Available=True.\n\n\
+             flags:\n{FLAGS}\n{EXPLAIN_FLAGS}\n\n\
+             exit codes:\n  0  every APIService examined is served\n  1  one is not\n  2  bad usage or a connection error"
+        ),
         Some("version") => "autoregister version: prints the version, the git commit and the \
                             build target.\n\nusage:\n  autoregister version | --version | -V"
             .to_string(),
@@ -164,6 +183,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Print what `run` would do.
     Plan(Box<PlanArgs>),
+    /// Say why APIServices are (not) served.
+    Explain(Box<ExplainArgs>),
     /// Print the version.
     Version,
     /// Print the help of a command (`None`: of the program).
@@ -291,6 +312,23 @@ pub enum Output {
     Json,
 }
 
+/// Arguments of `explain`.
+#[derive(Debug)]
+pub struct ExplainArgs {
+    /// The APIServices named (none: every one not `Available=True`).
+    pub names: Vec<String>,
+    /// `--all`: every APIService, served or not.
+    pub all: bool,
+    /// `-o`.
+    pub output: Output,
+    /// `--timeout`: bounds each request.
+    pub timeout: Duration,
+    /// Connection flags.
+    pub kube: KubeArgs,
+    /// `--log-format`.
+    pub log_format: LogFormat,
+}
+
 /// Arguments of `plan`.
 #[derive(Debug)]
 pub struct PlanArgs {
@@ -360,7 +398,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     if sub == "help" {
         return help_command(&mut parser);
     }
-    if !matches!(sub.as_str(), "run" | "plan" | "version") {
+    if !matches!(sub.as_str(), "run" | "plan" | "explain" | "version") {
         return Err(format!("unknown command {sub:?}"));
     }
     let mut manifests = None;
@@ -368,7 +406,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut wait_available = false;
     let mut withdraw_unavailable = None;
     // `run --once` converges within 60 s; `plan` only lists, 30 s is plenty.
-    let mut timeout = Duration::from_secs(if sub == "plan" { 30 } else { 60 });
+    let mut timeout = Duration::from_secs(if sub == "run" { 60 } else { 30 });
     let mut leader = LeaderConfig::default();
     let mut workers = 2usize;
     let mut resync = None;
@@ -384,12 +422,28 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     let mut log_format = LogFormat::Text;
     let mut kube = KubeArgs::default();
     let mut ownership = OwnershipArgs::default();
+    let mut names = Vec::new();
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         let plan_only = |name: &str| {
             if sub == "plan" {
                 Ok(())
             } else {
                 Err(format!("--{name} is only valid for `plan`"))
+            }
+        };
+        let listing = |name: &str| {
+            if sub == "plan" || sub == "explain" {
+                Ok(())
+            } else {
+                Err(format!("--{name} is only valid for `plan` and `explain`"))
+            }
+        };
+        // `explain` reads the cluster only: the manifest and ownership flags mean nothing.
+        let not_explain = |name: &str| {
+            if sub == "explain" {
+                Err(format!("--{name} is not valid for `explain`"))
+            } else {
+                Ok(())
             }
         };
         let run_only = |name: &str| {
@@ -401,7 +455,9 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
         };
         match arg {
             Short('h') | Long("help") => return Ok(Command::Help(Some(sub))),
+            Value(v) if sub == "explain" => names.push(v.string().map_err(|e| e.to_string())?),
             Long("manifests") if sub != "version" => {
+                not_explain("manifests")?;
                 manifests = Some(PathBuf::from(value(&mut parser)?))
             }
             Long("kubeconfig") if sub != "version" => {
@@ -437,6 +493,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 kube.burst = Some(b);
             }
             Long("label-key") if sub != "version" => {
+                not_explain("label-key")?;
                 let key = value(&mut parser)?;
                 validate_label_key(&key).map_err(|e| format!("--label-key: {e}"))?;
                 if is_reserved_label_key(&key) && key != AUTO_MANAGED_LABEL {
@@ -448,17 +505,19 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
                 ownership.label_key = key;
             }
             Long("adopt") if sub != "version" => {
+                not_explain("adopt")?;
                 ownership.adopt = bool_value(&mut parser, "adopt")?
             }
             Long("allow-empty") if sub != "version" => {
+                not_explain("allow-empty")?;
                 ownership.allow_empty = bool_value(&mut parser, "allow-empty")?
             }
             Long("all") => {
-                plan_only("all")?;
+                listing("all")?;
                 all = bool_value(&mut parser, "all")?;
             }
             Short('o') | Long("output") => {
-                plan_only("output")?;
+                listing("output")?;
                 output = match value(&mut parser)?.as_str() {
                     "text" => Output::Text,
                     "json" => Output::Json,
@@ -585,6 +644,19 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Comma
     }
     if sub == "version" {
         return Ok(Command::Version);
+    }
+    if sub == "explain" {
+        if all && !names.is_empty() {
+            return Err("explain takes APIService names or --all, not both".into());
+        }
+        return Ok(Command::Explain(Box::new(ExplainArgs {
+            names,
+            all,
+            output,
+            timeout,
+            kube,
+            log_format,
+        })));
     }
     let manifests = manifests.ok_or_else(|| format!("`{sub}` needs --manifests PATH"))?;
     // An empty name cannot be a Lease's: refused here, not as 404s logged forever.

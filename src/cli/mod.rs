@@ -4,6 +4,7 @@ pub mod args;
 mod available;
 pub mod connect;
 pub mod duration;
+pub mod explain;
 pub mod logging;
 pub mod output;
 pub mod plan;

@@ -262,6 +262,25 @@ impl Client {
         &self.inner.metrics
     }
 
+    /// GETs `path` (e.g. `/api/v1/namespaces/kube-system`) as JSON: for reads of kinds the
+    /// program has no type for, and of the Service proxy.
+    pub fn get_json(&self, path: &str) -> Result<serde_json::Value, Error> {
+        let body = self.send(Verb::Get, path, None)?;
+        serde_json::from_slice(&body).map_err(|e| Error::Decode(e.to_string()))
+    }
+
+    /// POSTs `body` to `path` and reads the answer as JSON (a review such as
+    /// `SubjectAccessReview`, which the server answers without storing anything).
+    pub fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, Error> {
+        let sent = serde_json::to_vec(body).map_err(|e| Error::Decode(e.to_string()))?;
+        let answer = self.send(Verb::Post, path, Some(sent))?;
+        serde_json::from_slice(&answer).map_err(|e| Error::Decode(e.to_string()))
+    }
+
     /// Sends a request and returns the body of a 2xx answer (at most the body limit).
     pub(crate) fn send(
         &self,

@@ -42,6 +42,15 @@ pub struct Issued {
 impl Issued {
     /// A fresh CA named `ca_name` and a certificate for `names` (DNS names or IPs).
     pub fn new(ca_name: &str, names: &[&str]) -> Issued {
+        Issued::issue(ca_name, names, false)
+    }
+
+    /// As [`new`](Self::new), with a serving certificate that expired in 2020.
+    pub fn expired(ca_name: &str, names: &[&str]) -> Issued {
+        Issued::issue(ca_name, names, true)
+    }
+
+    fn issue(ca_name: &str, names: &[&str], expired: bool) -> Issued {
         let ca_key = KeyPair::generate().unwrap();
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -51,6 +60,10 @@ impl Issued {
         let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
         let mut p = CertificateParams::new(names.clone()).unwrap();
         p.distinguished_name.push(DnType::CommonName, &names[0]);
+        if expired {
+            p.not_before = rcgen::date_time_ymd(2019, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2020, 1, 1);
+        }
         let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
         Issued {
             ca_pem: ca.pem(),

@@ -18,6 +18,14 @@ pub struct CertSummary {
     pub sha256: String,
     /// End of validity.
     pub not_after: SystemTime,
+    /// Issuer, written as the subject is.
+    pub issuer: String,
+    /// Start of validity.
+    pub not_before: SystemTime,
+    /// DNS names and IP addresses it is valid for (subjectAltName).
+    pub sans: Vec<String>,
+    /// The certificate itself (DER), for verification.
+    pub der: Vec<u8>,
 }
 
 /// A bundle of CA certificates: their canonical PEM (what `spec.caBundle` gets) and a
@@ -57,6 +65,10 @@ impl CaBundle {
                 subject: parsed.subject,
                 sha256: fingerprint(&b.der),
                 not_after: parsed.not_after,
+                issuer: parsed.issuer,
+                not_before: parsed.not_before,
+                sans: parsed.sans,
+                der: b.der.clone(),
             });
             encode(&mut pem, &b.der);
         }

@@ -1,5 +1,6 @@
-//! Just enough X.509 for a CA bundle's summary: the subject and `notAfter` of each
-//! certificate, read with a minimal DER walk of `tbsCertificate` (RFC 5280 §4.1).
+//! Just enough X.509 for a CA bundle's summary and `explain`'s evidence: subject, issuer,
+//! validity and DNS/IP subject alternative names of each certificate, read with a minimal
+//! DER walk of `tbsCertificate` (RFC 5280 §4.1).
 //!
 //! No X.509 crate: the ones that parse validity (`x509-parser` and its `nom`, `der-parser`,
 //! `asn1-rs`, `time` stack) cost far more than these few dozen lines, and nothing here
@@ -66,8 +67,14 @@ const GENERALIZED_TIME: u8 = 0x18;
 pub(crate) struct Parsed {
     /// The subject as `CN=…,O=…` (RFC 4514 order: most specific first).
     pub(crate) subject: String,
+    /// The issuer, written as the subject is.
+    pub(crate) issuer: String,
+    /// The start of the validity period.
+    pub(crate) not_before: SystemTime,
     /// The end of the validity period.
     pub(crate) not_after: SystemTime,
+    /// DNS names and IP addresses of the subjectAltName extension.
+    pub(crate) sans: Vec<String>,
 }
 
 /// The subject and `notAfter` of a DER certificate.
@@ -82,15 +89,69 @@ pub(crate) fn parse(der: &[u8]) -> Result<Parsed, String> {
     }
     let (_serial, r) = expect(rest, 0x02, "serialNumber")?;
     let (_sig, r) = expect(r, SEQUENCE, "signature")?;
-    let (_issuer, r) = expect(r, SEQUENCE, "issuer")?;
+    let (issuer, r) = expect(r, SEQUENCE, "issuer")?;
     let (validity, r) = expect(r, SEQUENCE, "validity")?;
-    let (subject, _) = expect(r, SEQUENCE, "subject")?;
-    let (_not_before, v) = tlv(validity.body)?;
+    let (subject, r) = expect(r, SEQUENCE, "subject")?;
+    let (not_before, v) = tlv(validity.body)?;
     let (not_after, _) = tlv(v)?;
+    let (_spki, mut r) = expect(r, SEQUENCE, "subjectPublicKeyInfo")?;
+    let mut sans = Vec::new();
+    // issuerUniqueID [1], subjectUniqueID [2], extensions [3] EXPLICIT.
+    while !r.is_empty() {
+        let (t, after) = tlv(r)?;
+        r = after;
+        if t.tag == 0xa3 {
+            sans = subject_alt_names(t.body)?;
+        }
+    }
     Ok(Parsed {
         subject: name(subject.body)?,
+        issuer: name(issuer.body)?,
+        not_before: time(&not_before)?,
         not_after: time(&not_after)?,
+        sans,
     })
+}
+
+/// The DNS names and IP addresses of the subjectAltName extension (OID 2.5.29.17) in an
+/// `Extensions` sequence; empty without one.
+fn subject_alt_names(extensions: &[u8]) -> Result<Vec<String>, String> {
+    let (list, _) = expect(extensions, SEQUENCE, "extensions")?;
+    let mut rest = list.body;
+    while !rest.is_empty() {
+        let (ext, r) = expect(rest, SEQUENCE, "extension")?;
+        rest = r;
+        let (oid, r) = expect(ext.body, OID, "extension id")?;
+        if oid.body != [0x55, 0x1d, 0x11] {
+            continue;
+        }
+        let (mut value, r) = tlv(r)?;
+        if value.tag == 0x01 {
+            // critical BOOLEAN
+            value = tlv(r)?.0;
+        }
+        let (names, _) = expect(value.body, SEQUENCE, "subjectAltName")?;
+        let mut out = Vec::new();
+        let mut n = names.body;
+        while !n.is_empty() {
+            let (g, r) = tlv(n)?;
+            n = r;
+            match (g.tag, g.body.len()) {
+                (0x82, _) => out.push(String::from_utf8_lossy(g.body).into_owned()),
+                (0x87, 4) => out.push(
+                    std::net::Ipv4Addr::new(g.body[0], g.body[1], g.body[2], g.body[3]).to_string(),
+                ),
+                (0x87, 16) => {
+                    let mut b = [0u8; 16];
+                    b.copy_from_slice(g.body);
+                    out.push(std::net::Ipv6Addr::from(b).to_string());
+                }
+                _ => {}
+            }
+        }
+        return Ok(out);
+    }
+    Ok(Vec::new())
 }
 
 /// `UTCTime` (`YYMMDDHHMMSSZ`, years 1950–2049) or `GeneralizedTime` (`YYYYMMDDHHMMSSZ`).
@@ -196,8 +257,37 @@ mod tests {
         let cert = params.self_signed(&key).unwrap();
         let p = parse(cert.der()).unwrap();
         assert_eq!(p.subject, "O=Example,CN=example CA");
+        assert_eq!(p.issuer, p.subject, "self-signed");
+        assert!(p.sans.is_empty());
         // 2031-07-09T00:00:00Z
         assert_eq!(p.not_after, UNIX_EPOCH + Duration::from_secs(1_941_321_600));
+    }
+
+    #[test]
+    fn issuer_and_names_of_a_serving_certificate() {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "backend CA");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca = ca.self_signed(&ca_key).unwrap();
+        let mut leaf =
+            rcgen::CertificateParams::new(vec!["api.ns.svc".to_string(), "127.0.0.1".to_string()])
+                .unwrap();
+        leaf.distinguished_name
+            .push(rcgen::DnType::CommonName, "api");
+        leaf.not_before = rcgen::date_time_ymd(2024, 1, 2);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = leaf.signed_by(&key, &ca, &ca_key).unwrap();
+        let p = parse(cert.der()).unwrap();
+        assert_eq!(p.subject, "CN=api");
+        assert_eq!(p.issuer, "CN=backend CA");
+        assert_eq!(p.sans, ["api.ns.svc", "127.0.0.1"]);
+        // 2024-01-02T00:00:00Z
+        assert_eq!(
+            p.not_before,
+            UNIX_EPOCH + Duration::from_secs(1_704_153_600)
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ mod parse;
 mod reload;
 mod schema;
 mod set;
-mod suggest;
+pub(crate) mod suggest;
 #[cfg(test)]
 mod testutil;
 

@@ -2,7 +2,7 @@
 
 /// The single candidate within a small edit distance of `typed` (or equal but for case), or
 /// none when no candidate, or more than one equally close, qualifies.
-pub(super) fn closest<'a>(
+pub(crate) fn closest<'a>(
     typed: &str,
     candidates: impl Iterator<Item = &'a str>,
 ) -> Option<&'a str> {
