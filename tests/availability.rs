@@ -192,7 +192,7 @@ fn a_missing_backend_is_withdrawn_after_the_duration_and_restored_when_endpoints
 
     // Seen: one log line with upstream's reason and message, an Event, the metrics.
     p.wait_log(
-        r#"v1.a.example.com is unavailable: ServiceNotFound (service/svc in "ns" is not present)"#,
+        r#"v1.a.example.com is unavailable: ServiceNotFound (service/svc in "ns" is not present); cause ServiceNotFound"#,
     );
     let unavailable_at = Instant::now();
     let first_uid = uid(&server, name);
@@ -209,6 +209,7 @@ fn a_missing_backend_is_withdrawn_after_the_duration_and_restored_when_endpoints
                     ("apiservice", name),
                     ("status", "False"),
                     ("reason", "ServiceNotFound"),
+                    ("cause", "ServiceNotFound"),
                 ],
             ) == Some(1.0)
             && !events(&server, name, "Unavailable").is_empty()
@@ -595,7 +596,7 @@ fn plan_shows_availability_and_withdrawn_names_with_why() {
     );
     assert_eq!(row("v1.local.example.com")[3], "Unknown", "{out}");
     assert!(
-        out.contains(r#"    unavailable: ServiceNotFound (service/gone in "ns" is not present)"#),
+        out.contains(r#"    unavailable: ServiceNotFound (service/gone in "ns" is not present); cause ServiceNotFound"#),
         "{out}"
     );
     assert!(

@@ -383,7 +383,7 @@ impl Availability {
             &mut out,
             "autoregister_apiservice_availability_info",
             "gauge",
-            "The Available condition of an APIService of ours: status and reason as labels, value 1.",
+            "The Available condition of an APIService of ours: status, reason and the cause code autoregister explain starts from as labels, value 1.",
         );
         for n in &names {
             if let Some(o) = entries[*n].observed.as_ref() {
@@ -394,9 +394,10 @@ impl Availability {
                 };
                 let _ = writeln!(
                     out,
-                    "autoregister_apiservice_availability_info{{apiservice=\"{}\",status=\"{status}\",reason=\"{}\"}} 1",
+                    "autoregister_apiservice_availability_info{{apiservice=\"{}\",status=\"{status}\",reason=\"{}\",cause=\"{}\"}} 1",
                     escape_label(n),
-                    escape_label(o.reason())
+                    escape_label(o.reason()),
+                    o.cause()
                 );
             }
         }

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::api::APIService;
+use crate::diagnosis::Cause;
 
 /// What the `Available` condition says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +65,18 @@ impl Observed {
         }
     }
 
+    /// The cause code `explain` starts from ([`Cause::from_condition`]): what the
+    /// condition alone shows.
+    pub fn cause(&self) -> Cause {
+        match self {
+            Observed::Available { reason } => Cause::from_condition("True", reason, ""),
+            Observed::Unavailable { reason, message } => {
+                Cause::from_condition("False", reason, message)
+            }
+            Observed::Unknown => Cause::NotChecked,
+        }
+    }
+
     /// The condition's reason (`Unknown` when there is no condition).
     pub fn reason(&self) -> &str {
         match self {
@@ -78,10 +91,10 @@ impl fmt::Display for Observed {
         match self {
             Observed::Available { reason } => write!(f, "available ({reason})"),
             Observed::Unavailable { reason, message } if message.is_empty() => {
-                write!(f, "unavailable: {reason}")
+                write!(f, "unavailable: {reason}; cause {}", self.cause())
             }
             Observed::Unavailable { reason, message } => {
-                write!(f, "unavailable: {reason} ({message})")
+                write!(f, "unavailable: {reason} ({message}); cause {}", self.cause())
             }
             Observed::Unknown => f.write_str("availability unknown"),
         }
@@ -127,8 +140,9 @@ mod tests {
         );
         assert_eq!(
             Observed::of(&o).to_string(),
-            r#"unavailable: ServiceNotFound (service/s in "ns" is not present)"#
+            r#"unavailable: ServiceNotFound (service/s in "ns" is not present); cause ServiceNotFound"#
         );
+        assert_eq!(Observed::of(&o).cause(), Cause::ServiceNotFound);
         assert_eq!(Observed::of(&o).gauge(), Some(0));
         let o = with("True", "Passed", "all checks passed");
         assert!(Observed::of(&o).is_available());
