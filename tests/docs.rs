@@ -294,6 +294,7 @@ fn excerpt(path: &Path) -> String {
 struct Helps {
     run: BTreeSet<String>,
     plan: BTreeSet<String>,
+    explain: BTreeSet<String>,
     testserver: BTreeSet<String>,
 }
 
@@ -314,12 +315,14 @@ impl Helps {
         let helps = Helps {
             run: help(BIN, &["run", "--help"]),
             plan: help(BIN, &["plan", "--help"]),
+            explain: help(BIN, &["explain", "--help"]),
             testserver: help(TESTSERVER_BIN, &["--help"]),
         };
         // The parser itself must find flags, or every check below passes vacuously.
         for (what, set) in [
             ("run", &helps.run),
             ("plan", &helps.plan),
+            ("explain", &helps.explain),
             ("testserver", &helps.testserver),
         ] {
             assert!(set.len() > 5, "no flags parsed from {what} --help: {set:?}");
@@ -344,12 +347,14 @@ impl Helps {
             Program::Autoregister(c) => match c.as_str() {
                 "run" => with(&self.run, &HELP_FLAGS),
                 "plan" => with(&self.plan, &HELP_FLAGS),
+                "explain" => with(&self.explain, &HELP_FLAGS),
                 "version" | "help" => with(&BTreeSet::new(), &HELP_FLAGS),
                 "top" => with(&BTreeSet::new(), &TOP_FLAGS),
                 _ => everything(),
             },
             Program::TestServer => with(&self.testserver, &HELP_FLAGS),
             Program::Bare if is_testserver_page(doc) => with(&self.testserver, &HELP_FLAGS),
+            Program::Bare if is_explain_page(doc) => with(&self.explain, &HELP_FLAGS),
             Program::Bare => everything(),
             Program::Other(_) => BTreeSet::new(),
         }
@@ -359,6 +364,13 @@ impl Helps {
 /// On the test server's page a flag alone is the test server's.
 fn is_testserver_page(doc: &Doc) -> bool {
     doc.path.file_name().is_some_and(|f| f == "testserver.md")
+}
+
+/// On the troubleshooting page a flag alone is `explain`'s.
+fn is_explain_page(doc: &Doc) -> bool {
+    doc.path
+        .file_name()
+        .is_some_and(|f| f == "troubleshooting.md")
 }
 
 /// Every (line, program, flag) the docs name: in code spans, and in the lines of code
@@ -407,6 +419,9 @@ fn unknown_flags(helps: &Helps, docs: &[Doc]) -> Vec<String> {
                     Program::Bare if is_testserver_page(doc) => {
                         "autoregister-testserver --help".to_string()
                     }
+                    Program::Bare if is_explain_page(doc) => {
+                        "autoregister explain --help".to_string()
+                    }
                     _ => "autoregister run --help or plan --help".to_string(),
                 };
                 problems.push(format!(
@@ -432,9 +447,11 @@ fn undocumented_flags(helps: &Helps, docs: &[Doc]) -> Vec<String> {
             let to: &[&str] = match &program {
                 Program::Autoregister(c) if c == "run" => &["run"],
                 Program::Autoregister(c) if c == "plan" => &["plan"],
+                Program::Autoregister(c) if c == "explain" => &["explain"],
                 Program::Autoregister(c) if c == "any" => &["run", "plan"],
                 Program::TestServer => &["testserver"],
                 Program::Bare if is_testserver_page(doc) => &["testserver"],
+                Program::Bare if is_explain_page(doc) => &["explain"],
                 Program::Bare => &["run", "plan"],
                 _ => &[],
             };
@@ -456,6 +473,11 @@ fn undocumented_flags(helps: &Helps, docs: &[Doc]) -> Vec<String> {
             "docs/running.md#flags",
         ),
         (
+            "autoregister explain --help",
+            &helps.explain,
+            "docs/troubleshooting.md#explain",
+        ),
+        (
             "autoregister-testserver --help",
             &helps.testserver,
             "docs/testserver.md#as-a-process",
@@ -464,6 +486,7 @@ fn undocumented_flags(helps: &Helps, docs: &[Doc]) -> Vec<String> {
         let key = match what {
             "autoregister run --help" => "run",
             "autoregister plan --help" => "plan",
+            "autoregister explain --help" => "explain",
             _ => "testserver",
         };
         let documented = named.get(key).cloned().unwrap_or_default();

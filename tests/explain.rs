@@ -439,3 +439,50 @@ fn every_unavailable_apiservice_is_explained_without_names_and_usage_errors_exit
         "{out}"
     );
 }
+
+/// The same binary as a kubectl plugin: `kubectl-autoregister` on the PATH answers
+/// `kubectl autoregister explain`, with kubectl's `--kubeconfig`, and its exit code.
+#[test]
+fn kubectl_runs_it_as_a_plugin() {
+    let c = Case::new("plugin");
+    let issued = Issued::new("plugin-ca", &[&c.svc.host()]);
+    c.register("apii", c.svc.port, &issued.ca_pem);
+    c.wait_reason("ServiceNotFound");
+    let dir = kube().scratch(&format!("plugin-{}", c.ns));
+    let plugin = dir.join("kubectl-autoregister");
+    let _ = std::fs::remove_file(&plugin);
+    std::os::unix::fs::symlink(binary::exe(), &plugin).unwrap();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, kube().kubeconfig(kube::ADMIN_TOKEN)).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("kubectl")
+        .args([
+            "autoregister",
+            "explain",
+            &c.name,
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ])
+        .env("PATH", &path)
+        .output()
+        .expect("kubectl runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("{}: not served (ServiceNotFound)", c.name)),
+        "{text}"
+    );
+    assert!(
+        text.contains("fix: fix spec.service.name (did you mean api?)"),
+        "{text}"
+    );
+}

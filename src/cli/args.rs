@@ -104,7 +104,36 @@ pub const PLAN_FLAGS: &str =
 /// The flags only `explain` takes.
 pub const EXPLAIN_FLAGS: &str =
     "  --all                    every APIService, served or not (default: those not Available=True)
-  -o, --output FORMAT      text or json: one object per APIService (default text)";
+  -o, --output FORMAT      text or json: one object per APIService (default text)
+  --timeout DUR            give up on each request after it (default 30s)";
+
+/// [`FLAGS`] without those `explain` does not take (it reads no manifests and owns
+/// nothing; its `--timeout` is its own).
+fn explain_connection_flags() -> String {
+    let skip = [
+        "--manifests",
+        "--label-key",
+        "--adopt",
+        "--allow-empty",
+        "--timeout",
+    ];
+    let mut keep = true;
+    let mut out = Vec::new();
+    for line in FLAGS.lines() {
+        if let Some(flag) = line
+            .trim_start()
+            .strip_prefix("--")
+            .filter(|_| line.starts_with("  --"))
+        {
+            let name = format!("--{}", flag.split_whitespace().next().unwrap_or(""));
+            keep = !skip.contains(&name.as_str());
+        }
+        if keep {
+            out.push(line);
+        }
+    }
+    out.join("\n")
+}
 
 /// What every command's help ends with: flag forms, environment, exit codes.
 const HELP_FOOTER: &str = "\
@@ -162,8 +191,9 @@ pub fn help(topic: Option<&str>) -> Result<String, String> {
              else breaks meanwhile. Reads only; a link the user may not read is reported as such.\n\n\
              usage:\n  autoregister explain [NAME...] [flags]\n  kubectl autoregister explain [NAME...] [flags]   (installed as kubectl-autoregister)\n\n\
              With no NAME: every APIService that is not Available=True.\n\n\
-             flags:\n{FLAGS}\n{EXPLAIN_FLAGS}\n\n\
-             exit codes:\n  0  every APIService examined is served\n  1  one is not\n  2  bad usage or a connection error"
+             flags:\n{}\n{EXPLAIN_FLAGS}\n\n\
+             exit codes:\n  0  every APIService examined is served\n  1  one is not\n  2  bad usage or a connection error",
+            explain_connection_flags()
         ),
         Some("version") => "autoregister version: prints the version, the git commit and the \
                             build target.\n\nusage:\n  autoregister version | --version | -V"

@@ -695,3 +695,116 @@ pub fn consequences(o: &APIService) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{APIServiceSpec, ServiceReference};
+    use crate::controller::availability::status::available_status;
+    use crate::diagnosis::facts::{Backends, Crd};
+    use std::time::SystemTime;
+
+    fn api(service: bool, status: (&str, &str, &str)) -> APIService {
+        let mut o = APIService::new(
+            "v1.g.example.com",
+            APIServiceSpec {
+                group: "g.example.com".into(),
+                version: "v1".into(),
+                service: service.then(|| ServiceReference {
+                    namespace: "ns".into(),
+                    name: "api".into(),
+                    port: Some(443),
+                    extra: Default::default(),
+                }),
+                ..Default::default()
+            },
+        );
+        o.status = Some(available_status(status.0, status.1, status.2));
+        o
+    }
+
+    #[test]
+    fn a_local_group_without_its_crd_is_local_not_served() {
+        let mut f = Facts::only(api(false, ("False", "MissingCRD", "")), SystemTime::now());
+        f.crds = Read::Got(vec![Crd {
+            name: "things.g.example.com".into(),
+            established: true,
+            served: vec!["v2".into()],
+        }]);
+        let d = diagnose(&f);
+        assert_eq!(
+            (d.verdict, d.cause),
+            (Verdict::NotServed, Cause::LocalNotServed)
+        );
+        assert!(
+            d.evidence.iter().any(|e| e.contains("served versions: v2")),
+            "{d:?}"
+        );
+        let f = Facts::only(api(false, ("True", "Local", "")), SystemTime::now());
+        assert_eq!(diagnose(&f).verdict, Verdict::Local);
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_listed_and_the_condition_decides() {
+        let mut f = Facts::only(
+            api(
+                true,
+                (
+                    "False",
+                    "ServiceNotFound",
+                    "service/api in \"ns\" is not present",
+                ),
+            ),
+            SystemTime::now(),
+        );
+        f.service = Read::Denied("list services in ns".into());
+        let d = diagnose(&f);
+        assert_eq!(d.cause, Cause::ServiceNotFound);
+        assert!(
+            d.unchecked
+                .iter()
+                .any(|u| u.contains("not permitted to list services in ns")),
+            "{d:?}"
+        );
+        assert!(!d.consequences.is_empty());
+    }
+
+    #[test]
+    fn endpoints_without_a_ready_one_and_no_selector_are_no_ready_endpoints() {
+        let mut f = Facts::only(
+            api(true, ("False", "MissingEndpoints", "")),
+            SystemTime::now(),
+        );
+        let mut svc = Service::default();
+        svc.spec.ports = vec![crate::api::ServicePort {
+            name: Some("https".into()),
+            port: 443,
+            target_port: None,
+        }];
+        f.service = Read::Got(svc);
+        f.backends = Read::Got(Backends {
+            source: "EndpointSlice",
+            objects: 1,
+            ready: 0,
+            not_ready: 2,
+            terminating: 1,
+        });
+        f.pods = Read::Skipped("the Service has no selector".into());
+        let d = diagnose(&f);
+        assert_eq!(d.cause, Cause::NoReadyEndpoints);
+        assert!(
+            d.evidence
+                .iter()
+                .any(|e| e
+                    .contains("0 ready endpoints on port \"https\", 2 not ready, 1 terminating")),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn the_metrics_group_names_autoscaling_among_the_consequences() {
+        let mut o = api(true, ("False", "", ""));
+        o.spec.group = "metrics.k8s.io".into();
+        assert!(consequences(&o).iter().any(|c| c.contains("kubectl top")));
+    }
+}

@@ -94,7 +94,11 @@ impl fmt::Display for Observed {
                 write!(f, "unavailable: {reason}; cause {}", self.cause())
             }
             Observed::Unavailable { reason, message } => {
-                write!(f, "unavailable: {reason} ({message}); cause {}", self.cause())
+                write!(
+                    f,
+                    "unavailable: {reason} ({message}); cause {}",
+                    self.cause()
+                )
             }
             Observed::Unknown => f.write_str("availability unknown"),
         }
