@@ -16,10 +16,17 @@ SIZE_BUDGET ?= 3000000
 # here when the system lacks them: inside the target dir, so `cargo clean` removes them.
 PY_DIR = $(TARGET_DIR)/py
 # The real kube-apiserver, etcd and sample-apiserver the end-to-end tests also run against,
-# built from tests/kube with Go (once per version; see scripts/kube-build.sh).
+# built from tests/kube with Go into a folder per Kubernetes version (scripts/kube-build.sh).
 KUBE_DIR = $(TARGET_DIR)/kube
+# The supported Kubernetes versions, newest first (tests/kube/versions).
+KUBE_VERSIONS := $(shell sed 's/\#.*//' tests/kube/versions | awk 'NF {print $$1}')
+KUBE_NEWEST := $(firstword $(KUBE_VERSIONS))
+KUBE_OLDEST := $(lastword $(KUBE_VERSIONS))
+# The test binaries that start the real kube-apiserver: `make test` runs them on the oldest
+# version too, and `make compat` on every version.
+KUBE_TESTS := $(patsubst tests/%.rs,--test %,$(shell grep -l 'support/kube.rs' tests/*.rs))
 
-.PHONY: build test kube soak demo static check-size image bench bench-micro fmt clippy chaos msrv
+.PHONY: build test compat kube soak demo static check-size image bench bench-micro fmt clippy chaos msrv
 
 build:
 	$(CARGO) build --release
@@ -31,12 +38,22 @@ test:
 	$(CARGO) clippy --all-targets --features testing -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --no-default-features
 	scripts/test-deps.sh "$(PY_DIR)"
-	scripts/kube-build.sh "$(KUBE_DIR)"
-	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" $(CARGO) test --features testing
+	scripts/kube-build.sh "$(KUBE_DIR)" $(KUBE_NEWEST) $(KUBE_OLDEST)
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" AUTOREGISTER_KUBE_VERSION=$(KUBE_NEWEST) $(CARGO) test --features testing
+	@echo "make test: the real-server tests again on the oldest supported Kubernetes, $(KUBE_OLDEST)"
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" AUTOREGISTER_KUBE_VERSION=$(KUBE_OLDEST) $(CARGO) test --features testing $(KUBE_TESTS) -- --skip test_server
 	$(MAKE) check-size
 
+# The real-server tests on every supported Kubernetes version, then a table: version,
+# tests passed and failed, time. COMPAT="v1.33.13 v1.32.13" runs only those.
+COMPAT ?= $(KUBE_VERSIONS)
+compat:
+	scripts/test-deps.sh "$(PY_DIR)"
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" CARGO="$(CARGO)" \
+	  scripts/compat.sh "$(KUBE_DIR)" "$(TARGET_DIR)/compat" "$(KUBE_TESTS)" $(COMPAT)
+
 kube:
-	scripts/kube-build.sh "$(KUBE_DIR)"
+	scripts/kube-build.sh "$(KUBE_DIR)" $(KUBE_VERSIONS)
 
 # Flaky-test hunt, not part of `make test`: the whole suite SOAK times with one core kept
 # busy (scripts/soak.sh), then each failing test with its count and first failure's output.
@@ -44,9 +61,9 @@ kube:
 SOAK ?= 5
 soak:
 	scripts/test-deps.sh "$(PY_DIR)"
-	scripts/kube-build.sh "$(KUBE_DIR)"
+	scripts/kube-build.sh "$(KUBE_DIR)" $(KUBE_NEWEST)
 	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" \
-	  CARGO="$(CARGO)" SOAK_DIR="$(TARGET_DIR)/soak" \
+	  AUTOREGISTER_KUBE_VERSION=$(KUBE_NEWEST) CARGO="$(CARGO)" SOAK_DIR="$(TARGET_DIR)/soak" \
 	  CHAOS_SEEDS="$(CHAOS_SEEDS)" CHAOS_FIRST="$(CHAOS_FIRST)" scripts/soak.sh $(SOAK)
 
 # Long chaos runs: `make chaos SEEDS=1000` (CHAOS_FIRST=N starts elsewhere); a failing
@@ -92,8 +109,8 @@ image:
 bench: static
 	$(CARGO) build --release --bin autoregister
 	BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench controller
-	scripts/kube-build.sh "$(KUBE_DIR)"
-	AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench real_server
+	scripts/kube-build.sh "$(KUBE_DIR)" $(KUBE_NEWEST)
+	AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" AUTOREGISTER_KUBE_VERSION=$(KUBE_NEWEST) BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench real_server
 	@echo "crates an embedder compiles (default-features = false), autoregister included: $$($(CARGO) tree -e normal --no-default-features --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
 	@echo "crates the binary compiles: $$($(CARGO) tree -e normal --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
 

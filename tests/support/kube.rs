@@ -4,9 +4,13 @@
 //!
 //! Everything stays on this machine: kube-apiserver, etcd and every backend listen on
 //! loopback, the Service range is `127.1.0.0/24` (so the aggregator's dials to a Service's
-//! ClusterIP land on loopback), and EndpointSlices name `*.localhost`, which nothing dials
-//! (the aggregator routes through the ClusterIP; EndpointSlice validation refuses loopback
-//! IPs, `ValidateEndpointIP` in `pkg/apis/core/validation`).
+//! ClusterIP land on loopback), and EndpointSlices name `*.localhost` and Endpoints
+//! `192.0.2.1` (TEST-NET-1), which nothing dials (the aggregator routes through the
+//! ClusterIP; endpoint validation refuses loopback IPs, `ValidateEndpointIP` in
+//! `pkg/apis/core/validation`).
+//!
+//! The version is `AUTOREGISTER_KUBE_VERSION` (a line of `tests/kube/versions`), default
+//! the newest; `make kube` builds each into a folder of its own.
 //!
 //! Use with `#[path = "support/kube.rs"] mod kube;` beside `mod binary;`.
 #![allow(dead_code)]
@@ -107,15 +111,63 @@ pub fn kube() -> &'static Kube {
     }
 }
 
-/// Where `make kube` put the components: `AUTOREGISTER_KUBE_BIN`, else `kube/` in the
-/// target directory this test binary runs from (`<target>/debug/deps/<test>`).
-fn bin_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("AUTOREGISTER_KUBE_BIN") {
-        return PathBuf::from(d);
+/// The Kubernetes versions the suite supports, newest first (`tests/kube/versions`).
+pub fn versions() -> Vec<&'static str> {
+    include_str!("../kube/versions")
+        .lines()
+        .filter_map(|l| l.split('#').next()?.split_whitespace().next())
+        .collect()
+}
+
+/// The version this test binary runs against: `AUTOREGISTER_KUBE_VERSION`, else the newest
+/// listed. A version not listed fails every test that asks, with the listed ones named.
+pub fn version() -> &'static str {
+    static VERSION: OnceLock<Result<&'static str, String>> = OnceLock::new();
+    let chosen = VERSION.get_or_init(|| {
+        let listed = versions();
+        match std::env::var("AUTOREGISTER_KUBE_VERSION") {
+            Err(_) => Ok(listed[0]),
+            Ok(v) => listed.iter().find(|l| **l == v).copied().ok_or_else(|| {
+                format!(
+                    "AUTOREGISTER_KUBE_VERSION={v:?} is not a listed Kubernetes version (tests/kube/versions): {}",
+                    listed.join(", ")
+                )
+            }),
+        }
+    });
+    match chosen {
+        Ok(v) => v,
+        Err(e) => panic!("{e}"),
     }
-    let exe = std::env::current_exe().unwrap();
-    let target = exe.ancestors().nth(3).unwrap().to_path_buf();
-    target.join("kube")
+}
+
+/// The minor of [`version`] (`31` for `v1.31.14`), for the few places a test states how an
+/// older kube-apiserver answers.
+pub fn minor() -> u32 {
+    version()
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "tests/kube/versions: {:?} is not vMAJOR.MINOR.PATCH",
+                version()
+            )
+        })
+}
+
+/// Where `make kube` put the components of [`version`]: that version's folder in
+/// `AUTOREGISTER_KUBE_BIN`, else in `kube/` of the target directory this test binary runs
+/// from (`<target>/debug/deps/<test>`).
+fn bin_dir() -> PathBuf {
+    let root = match std::env::var_os("AUTOREGISTER_KUBE_BIN") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let exe = std::env::current_exe().unwrap();
+            exe.ancestors().nth(3).unwrap().join("kube")
+        }
+    };
+    root.join(version())
 }
 
 /// A free port on 127.0.0.1 (the listener is closed before the port is handed out).
@@ -133,8 +185,11 @@ impl Kube {
         for b in ["kube-apiserver", "etcd", "sample-apiserver"] {
             assert!(
                 bin.join(b).is_file(),
-                "the real {b} is not built in {}: run `make kube` (make test does), or set AUTOREGISTER_KUBE_BIN",
-                bin.display()
+                "the real {b} {} is not built in {}: run `scripts/kube-build.sh {} {}` (make test does), or set AUTOREGISTER_KUBE_BIN",
+                version(),
+                bin.display(),
+                bin.parent().unwrap_or(&bin).display(),
+                version()
             );
         }
         let dir = std::env::temp_dir().join(format!("autoregister-kube-{}", std::process::id()));
@@ -422,14 +477,18 @@ impl Kube {
     }
 
     /// The namespace `ns`, a Service `name` (ClusterIP from the loopback range) and a ready
-    /// EndpointSlice for it, for a backend the test starts itself on `ip:port`.
+    /// EndpointSlice and Endpoints for it, for a backend the test starts itself on `ip:port`.
+    /// Both, as a cluster's controllers keep both: kube-aggregator up to v1.33 decides
+    /// availability from the Endpoints, v1.34 on from the EndpointSlices
+    /// (kubernetes/kubernetes#129837).
     pub fn loopback_service(&self, ns: &str, name: &str) -> LoopbackService {
         let port = free_port();
         self.apply(&format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\n\
              apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  ports:\n  - name: https\n    port: {port}\n    protocol: TCP\n---\n\
              apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-1\n  namespace: {ns}\n  labels:\n    kubernetes.io/service-name: {name}\n\
-             addressType: FQDN\nendpoints:\n- addresses: [backend.localhost]\n  conditions:\n    ready: true\nports:\n- name: https\n  port: {port}\n  protocol: TCP\n"
+             addressType: FQDN\nendpoints:\n- addresses: [backend.localhost]\n  conditions:\n    ready: true\nports:\n- name: https\n  port: {port}\n  protocol: TCP\n---\n{}",
+            endpoints_yaml(ns, name, port, true)
         ));
         let (ok, ip, err) = self.kubectl(&[
             "-n",
@@ -539,7 +598,27 @@ impl LoopbackService {
             &patch,
         ]);
         assert!(ok, "{out}{err}");
+        kube().apply(&endpoints_yaml(
+            &self.namespace,
+            &self.service,
+            self.port,
+            ready,
+        ));
     }
+}
+
+/// The Endpoints of Service `ns/name` with one address, ready or not. The address is
+/// TEST-NET-1 because Endpoints validation refuses loopback; nothing dials it.
+fn endpoints_yaml(ns: &str, name: &str, port: u16, ready: bool) -> String {
+    let addresses = if ready {
+        "addresses"
+    } else {
+        "notReadyAddresses"
+    };
+    format!(
+        "apiVersion: v1\nkind: Endpoints\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
+         subsets:\n- {addresses}:\n  - ip: 192.0.2.1\n  ports:\n  - name: https\n    port: {port}\n    protocol: TCP\n"
+    )
 }
 
 /// An aggregated API server process behind a loopback Service, whose EndpointSlice says
