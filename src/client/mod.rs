@@ -19,6 +19,7 @@ mod throttle;
 pub(crate) mod tls;
 mod transport;
 mod typed_api;
+mod version;
 mod watch;
 
 pub use config::{
@@ -33,6 +34,7 @@ pub use rest::{Client, WriteGate, MAX_BODY_BYTES};
 pub use server_url::redact_url;
 pub use transport::Canceller;
 pub use typed_api::{Api, DeleteParams, ListParams, WatchParams, WATCH_SLACK};
+pub use version::ServerVersion;
 pub use watch::{WatchStream, MAX_EVENT_BYTES};
 
 /// `User-Agent` sent with every request.
