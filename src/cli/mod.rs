@@ -9,6 +9,7 @@ pub mod logging;
 pub mod output;
 pub mod plan;
 pub mod run;
+pub mod server_version;
 pub mod signals;
 
 /// Process exit codes, as documented in the README.

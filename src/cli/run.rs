@@ -24,7 +24,7 @@ use log::{error, info, warn};
 
 use super::args::RunArgs;
 use super::signals::Stop;
-use super::{connect, exit, Failure};
+use super::{connect, exit, server_version, Failure};
 
 /// How often PATH is checked for changes.
 const MANIFEST_POLL: Duration = Duration::from_secs(1);
@@ -85,6 +85,7 @@ pub fn run(args: &RunArgs, stop: &Stop) -> Result<i32, Failure> {
         return Err(Failure::usage(loaded.errors));
     }
     let client = connect::client(&args.kube)?;
+    server_version::check(&client, stop)?;
     if stop.signalled() {
         return Ok(stopped_starting(args, stop, loaded.desired.len()));
     }

@@ -53,6 +53,10 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
             true => Err("stopping: a signal was received".into()),
             false => Ok(()),
         }));
+    super::server_version::check(&client, stop)?;
+    if stop.signalled() {
+        return Err(stopped(stop));
+    }
     // The fieldManager `run` writes with: the program named by the User-Agent.
     ownership.field_manager = client.config().program_name().to_string();
     // `--timeout` bounds every request (an exec plugin run included), and, with a little
