@@ -15,13 +15,19 @@ use binary::{exe, manifest, Scratch};
 use scripted::{Answer, Server};
 use serde_json::json;
 
-/// A server whose `/version` says `minor` (`git` as its name); every other request is
-/// answered 503, so a run that gets past the check fails on its own terms.
+/// A server whose `/version` says `minor` (`git` as its name) and that lists no
+/// APIServices; every other request is answered 503, so a command that gets past the check
+/// fails on its own terms.
 fn server(minor: &str, git: &str) -> Server {
     let version = json!({"major": "1", "minor": minor, "gitVersion": git});
-    Server::with_handler(move |r| match r.path() {
-        "/version" => Answer::json(200, &version),
-        _ => Answer::status(503, "ServiceUnavailable", "scripted: not /version"),
+    let empty = json!({"kind": "APIServiceList", "apiVersion": "apiregistration.k8s.io/v1",
+                       "metadata": {"resourceVersion": "1"}, "items": []});
+    Server::with_handler(move |r| match (r.method.as_str(), r.path()) {
+        ("GET", "/version") => Answer::json(200, &version),
+        ("GET", "/apis/apiregistration.k8s.io/v1/apiservices") if r.query("watch").is_none() => {
+            Answer::json(200, &empty)
+        }
+        _ => Answer::status(503, "ServiceUnavailable", "scripted: not asked for"),
     })
 }
 
@@ -70,13 +76,19 @@ fn a_server_older_than_the_oldest_supported_is_refused_naming_both_versions() {
             "{args:?}: no {want:?} in:\n{err}"
         );
     }
-    // Nothing was asked but the version: no list, no watch, no write.
-    let paths: Vec<String> = old
+    // Nothing was asked but the version and (plan, before it) the list: no watch, no
+    // Lease, no write, no dry run.
+    let asked: Vec<String> = old
         .requests()
         .iter()
-        .map(|r| r.path().to_string())
+        .map(|r| format!("{} {}", r.method, r.path()))
         .collect();
-    assert!(paths.iter().all(|p| p == "/version"), "{paths:?}");
+    assert!(
+        asked
+            .iter()
+            .all(|a| a == "GET /version" || a == "GET /apis/apiregistration.k8s.io/v1/apiservices"),
+        "{asked:?}"
+    );
 }
 
 #[test]
@@ -86,14 +98,11 @@ fn a_supported_server_goes_on_past_the_check() {
         let ok = server(minor, git);
         let (code, err) = autoregister(&ok, &["plan"]);
         assert!(!err.contains("too old"), "{git}:\n{err}");
-        assert_eq!(
-            code,
-            Some(1),
-            "{git}: the scripted 503s fail the plan:\n{err}"
-        );
+        // Past the check the plan dry-runs its create, which the scripted server refuses.
+        assert_eq!(code, Some(1), "{git}:\n{err}");
         assert!(
-            ok.requests().iter().any(|r| r.path() != "/version"),
-            "{git}: nothing asked past the check:\n{err}"
+            ok.requests().iter().any(|r| r.method == "POST"),
+            "{git}: no dry run past the check:\n{err}"
         );
     }
 }

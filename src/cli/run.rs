@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use autoregister::api::Lease;
-use autoregister::client::Api;
+use autoregister::client::{Api, Canceller};
 use autoregister::controller::decision::{Desired, SyncMode};
 use autoregister::controller::manifests::{Poll, Reloaded, Reloader};
 use autoregister::controller::{
@@ -85,7 +85,12 @@ pub fn run(args: &RunArgs, stop: &Stop) -> Result<i32, Failure> {
         return Err(Failure::usage(loaded.errors));
     }
     let client = connect::client(&args.kube)?;
-    server_version::check(&client, stop)?;
+    // The version check's question ends with a signal, as every request of the run does.
+    let asking = Canceller::new();
+    {
+        let asking = asking.clone();
+        stop.on_signal(move || asking.cancel());
+    }
     if stop.signalled() {
         return Ok(stopped_starting(args, stop, loaded.desired.len()));
     }
@@ -101,7 +106,7 @@ pub fn run(args: &RunArgs, stop: &Stop) -> Result<i32, Failure> {
     options.withdraw_unavailable = args.withdraw_unavailable;
     options.ca_expiry_warning = args.ca_expiry_warning;
     options.fight_backoff_max = args.fight_backoff_max;
-    let controller = Controller::new(client, options);
+    let controller = Controller::new(client.clone(), options);
     let leader_metrics = args
         .leader_elect
         .then(|| LeaderMetrics::new(args.lease_name.clone()));
@@ -144,6 +149,18 @@ pub fn run(args: &RunArgs, stop: &Stop) -> Result<i32, Failure> {
         controller.shutdown();
         Ok(code)
     };
+    // Before the lease and any write; a signal meanwhile ends the question, and the wait
+    // for the lease then ends as it would have.
+    let within = match args.once {
+        true => deadline.saturating_duration_since(Instant::now()),
+        false => server_version::ASK_WITHIN,
+    };
+    if let Some(refusal) =
+        server_version::too_old(&client, &asking, within.min(server_version::ASK_WITHIN))
+    {
+        stop_all(ops, exit::FAILED)?;
+        return Err(Failure::failed(refusal));
+    }
     // A standby starts no controller threads and writes nothing; a signal still ends the wait.
     let leader = if args.leader_elect {
         let until = args.once.then_some(deadline);

@@ -6,52 +6,44 @@ use std::time::Duration;
 
 use autoregister::client::{redact_url, Canceller, Client};
 
-use super::signals::Stop;
-use super::Failure;
-
-/// How long the start-up waits for `/version`: a server that does not answer is not judged,
-/// and the run goes on to meet it.
-const ASK_WITHIN: Duration = Duration::from_secs(5);
+/// The longest the start-up waits for `/version`: a server that does not answer is not
+/// judged, and the command goes on to meet it.
+pub const ASK_WITHIN: Duration = Duration::from_secs(5);
 
 /// The oldest Kubernetes (major, minor) supported: the oldest line of tests/kube/versions,
 /// where the end-to-end suite runs (`make test`); docs/compatibility.md lists them all.
 pub const OLDEST_SUPPORTED: (u32, u32) = (1, 31);
 
-/// Asks the server's `/version` once. Older than [`OLDEST_SUPPORTED`]: a failure naming
-/// both versions. A server that cannot be asked (down, silent, `/version` forbidden) is not
-/// judged: the command meets that server's answers itself, and reports them. A signal ends
-/// the question at once (the caller then stops as it would at any point of start-up).
-pub fn check(client: &Client, stop: &Stop) -> Result<(), Failure> {
-    let cancel = Canceller::new();
-    {
-        let cancel = cancel.clone();
-        stop.on_signal(move || cancel.cancel());
-    }
+/// Asks the server's `/version` once, for at most `within` (and until `cancel` fires: the
+/// caller's signal or deadline). Older than [`OLDEST_SUPPORTED`]: the refusal, naming both
+/// versions. A server that cannot be asked (down, silent, `/version` forbidden) is not
+/// judged: the command meets that server's answers itself, and reports them.
+pub fn too_old(client: &Client, cancel: &Canceller, within: Duration) -> Option<String> {
     let asked = client
         .clone()
-        .with_canceller(&cancel)
-        .with_timeout(ASK_WITHIN)
+        .with_canceller(cancel)
+        .with_timeout(within)
         .server_version();
     match asked {
         Ok(v) if (v.major, v.minor) < OLDEST_SUPPORTED => {
-            Err(Failure::failed(too_old(&v.git_version, v.major, v.minor)))
+            Some(refusal(&v.git_version, v.major, v.minor))
         }
         Ok(v) => {
             log::debug!("kube-apiserver {}", v.git_version);
-            Ok(())
+            None
         }
         Err(e) => {
             log::debug!(
                 "the version of {} is unknown: {e}",
                 redact_url(&client.config().server)
             );
-            Ok(())
+            None
         }
     }
 }
 
 /// The refusal of a server at `major.minor` (`git` as it names itself).
-fn too_old(git: &str, major: u32, minor: u32) -> String {
+fn refusal(git: &str, major: u32, minor: u32) -> String {
     let (m, n) = OLDEST_SUPPORTED;
     let name = if git.is_empty() {
         format!("v{major}.{minor}")
@@ -70,9 +62,9 @@ mod tests {
     #[test]
     fn the_refusal_names_the_server_and_the_version_needed() {
         assert_eq!(
-            too_old("v1.30.9-gke.1", 1, 30),
+            refusal("v1.30.9-gke.1", 1, 30),
             "kube-apiserver v1.30.9-gke.1 is too old: autoregister needs Kubernetes v1.31 or newer (the oldest version it is tested on; see docs/compatibility.md)"
         );
-        assert!(too_old("", 1, 20).starts_with("kube-apiserver v1.20 is too old"));
+        assert!(refusal("", 1, 20).starts_with("kube-apiserver v1.20 is too old"));
     }
 }

@@ -53,10 +53,6 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
             true => Err("stopping: a signal was received".into()),
             false => Ok(()),
         }));
-    super::server_version::check(&client, stop)?;
-    if stop.signalled() {
-        return Err(stopped(stop));
-    }
     // The fieldManager `run` writes with: the program named by the User-Agent.
     ownership.field_manager = client.config().program_name().to_string();
     // `--timeout` bounds every request (an exec plugin run included), and, with a little
@@ -118,6 +114,15 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
         }
         Err(e) => return Err(cannot_list(e.to_string())),
     };
+    // After the list (so a server or plugin that never answers is reported as the list's
+    // failure), before any dry run; within the plan's bound, which ends the question too.
+    let within = args.timeout.min(super::server_version::ASK_WITHIN);
+    if let Some(refusal) = super::server_version::too_old(&client, &cancel, within) {
+        return Err(Failure::failed(refusal));
+    }
+    if stop.signalled() {
+        return Err(stopped(stop));
+    }
     // CA bundles from their sources, read once each; a source that gives none holds its name.
     // Through the canceller too: a signal (or the timeout) ends these reads as well.
     let bundles = autoregister::controller::ca::fill_for_plan(api.client(), &mut desired);
