@@ -217,8 +217,7 @@ fn a_port_the_service_lacks_lists_its_ports() {
 #[test]
 fn no_endpoint_slice_is_endpoints_not_found() {
     let c = Case::new("noslice");
-    let (ok, out, err) = kube().kubectl(&["-n", &c.ns, "delete", "endpointslice", "api-1"]);
-    assert!(ok, "{out}{err}");
+    c.svc.remove_endpoints();
     let issued = Issued::new("noslice-ca", &[&c.svc.host()]);
     c.register("api", c.svc.port, &issued.ca_pem);
     c.wait_reason("EndpointsNotFound");
@@ -233,8 +232,7 @@ fn no_endpoint_slice_is_endpoints_not_found() {
 #[test]
 fn a_selector_matching_nothing_is_named() {
     let c = Case::new("nopod");
-    let (ok, out, err) = kube().kubectl(&["-n", &c.ns, "delete", "endpointslice", "api-1"]);
-    assert!(ok, "{out}{err}");
+    c.svc.remove_endpoints();
     let (ok, out, err) = kube().kubectl(&[
         "-n",
         &c.ns,
@@ -295,8 +293,16 @@ fn tls_case(
         issued.ca_pem.clone()
     };
     c.register("api", c.svc.port, &ca);
-    let (_, _, message) = c.wait_reason("FailedDiscoveryCheck");
-    assert!(message.contains(aggregator_says), "{message}");
+    if kube::minor() >= 36 {
+        let (_, _, message) = c.wait_reason("FailedDiscoveryCheck");
+        assert!(message.contains(aggregator_says), "{message}");
+    } else {
+        // kube-aggregator v1.35 and older check availability without verifying the
+        // certificate (`TLSConfig{Insecure: true}`; v1.36's `BuildTransportConfig` verifies
+        // it): the condition reads Passed while every proxied request fails. explain
+        // verifies the certificate itself, so its cause is the same on every version.
+        c.wait_reason("Passed");
+    }
     let (code, item) = c.explain();
     assert_cause(&item, code, cause, 1);
     assert!(

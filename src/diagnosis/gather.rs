@@ -65,11 +65,15 @@ pub fn gather(client: &Client, services: Vec<APIService>) -> Vec<Facts> {
                 .map(str::to_string);
             f.backends = ns.backends(&svc.name, port_name.as_deref().unwrap_or(""));
             f.pods = ns.selected(service);
+            // Read for an available APIService too: kube-aggregator v1.35 and older check
+            // availability without verifying the certificate (their condition reads Passed
+            // under a wrong caBundle while every proxied request fails); the chain verifies
+            // it itself.
+            f.serving_cert = serving_cert(client, &svc.namespace, &f.pods);
             let available = Observed::of(&o).is_available();
             if available {
                 return f;
             }
-            f.serving_cert = serving_cert(client, &svc.namespace, &f.pods);
             let condition = Observed::of(&o).to_string();
             if condition.contains(": 401") || condition.contains(": 403") {
                 f.permissions = permissions(client, &svc.namespace, &f.pods);

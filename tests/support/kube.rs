@@ -607,6 +607,21 @@ impl LoopbackService {
     }
 }
 
+impl LoopbackService {
+    /// Deletes its EndpointSlice and its Endpoints: the Service has no endpoints at all,
+    /// whichever kube-aggregator reads (v1.33 and older the Endpoints, v1.34 on the slices).
+    pub fn remove_endpoints(&self) {
+        let slice = format!("{}-1", self.service);
+        for (kind, name) in [
+            ("endpointslice", slice.as_str()),
+            ("endpoints", &self.service),
+        ] {
+            let (ok, out, err) = kube().kubectl(&["-n", &self.namespace, "delete", kind, name]);
+            assert!(ok, "delete {kind} {name}: {out}{err}");
+        }
+    }
+}
+
 /// The Endpoints of Service `ns/name` with one address, ready or not. The address is
 /// TEST-NET-1 because Endpoints validation refuses loopback; nothing dials it.
 fn endpoints_yaml(ns: &str, name: &str, port: u16, ready: bool) -> String {
