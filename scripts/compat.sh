@@ -27,7 +27,7 @@ for v in "$@"; do
   echo "make compat: the real-server tests on Kubernetes $v (output in $log)"
   # shellcheck disable=SC2086
   AUTOREGISTER_KUBE_BIN="$kube_dir" AUTOREGISTER_KUBE_VERSION="$v" \
-    "$cargo" test --features testing $tests -- --skip test_server >"$log" 2>&1
+    "$cargo" test --no-fail-fast --features testing $tests -- --skip test_server >"$log" 2>&1
   status=$?
   secs=$(( $(date +%s) - built ))
   # libtest's summary lines: "test result: ok. 7 passed; 0 failed; ..."
