@@ -17,8 +17,11 @@ use std::process::{Command, Output};
 use autoregister::testserver::TestServer;
 use binary::{manifest, object, stored, Scratch, PROXY_VARS};
 
-/// The APIServices of the manifest folder: group, labels, versionPriority.
-const DECLARED: [(&str, &[(&str, &str)], i64); 3] = [
+/// An APIService of the manifest folder: group, labels, versionPriority.
+type Declared = (&'static str, &'static [(&'static str, &'static str)], i64);
+
+/// The APIServices of the manifest folder.
+const DECLARED: [Declared; 3] = [
     ("alpha.static.example.com", &[], 10),
     ("beta.static.example.com", &[("team", "platform")], 20),
     ("gamma.static.example.com", &[], 30),
