@@ -4,10 +4,13 @@ comma := ,
 # The static binaries are linked against musl: static glibc alone is ~1.2 MB of the binary
 # (and warns about NSS); musl's resolver reads /etc/hosts and resolv.conf without modules.
 # One per architecture clusters run on: `make static ARCH=aarch64`; x86_64 is the default.
+# Debian's and Docker's names (amd64, arm64) are taken too.
 ARCHES := x86_64 aarch64
 ARCH ?= x86_64
+ARCH_ORIGIN := $(origin ARCH)
+override ARCH := $(patsubst amd64,x86_64,$(patsubst arm64,aarch64,$(ARCH)))
 ifeq ($(filter $(ARCH),$(ARCHES)),)
-$(error unknown ARCH=$(ARCH): supported are $(ARCHES))
+$(error unknown ARCH=$(ARCH)$(if $(filter environment,$(ARCH_ORIGIN)), (from the environment)): supported are $(ARCHES))
 endif
 static_target = $(1)-unknown-linux-musl
 STATIC_TARGET := $(call static_target,$(ARCH))
