@@ -106,7 +106,9 @@ check-size: static-all
 	done; exit $$over
 
 # Release artifacts: every architecture's static binary (stripped by the profile) named
-# autoregister-VERSION-linux-ARCH, and their SHA256SUMS, in DIST_DIR.
+# autoregister-VERSION-linux-ARCH, the same as `autoregister` in a .tar.gz for krew
+# (packaging/krew: it installs from archives), and their SHA256SUMS, in DIST_DIR. The
+# archives are reproducible (fixed owner, mode and time), so their sums are too.
 VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DIST_DIR ?= $(TARGET_DIR)/dist
 dist: check-size
@@ -114,7 +116,12 @@ dist: check-size
 	@for arch in $(ARCHES); do \
 	  bin="$(TARGET_DIR)/$$arch-unknown-linux-musl/static/autoregister"; \
 	  file "$$bin" | grep -q ', stripped' || { echo "make dist: $$bin is not stripped" >&2; exit 1; }; \
-	  cp "$$bin" "$(DIST_DIR)/autoregister-$(VERSION)-linux-$$arch" || exit 1; \
+	  name="autoregister-$(VERSION)-linux-$$arch"; \
+	  cp "$$bin" "$(DIST_DIR)/$$name" || exit 1; \
+	  mkdir "$(DIST_DIR)/$$name.d" && cp "$$bin" "$(DIST_DIR)/$$name.d/autoregister" || exit 1; \
+	  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 --mode=0755 \
+	    -C "$(DIST_DIR)/$$name.d" -cf - autoregister | gzip -9n > "$(DIST_DIR)/$$name.tar.gz" || exit 1; \
+	  rm -r "$(DIST_DIR)/$$name.d"; \
 	done
 	@cd "$(DIST_DIR)" && sha256sum autoregister-$(VERSION)-linux-* > SHA256SUMS && sha256sum --check --quiet SHA256SUMS
 	@echo "$(DIST_DIR):" && cd "$(DIST_DIR)" && ls -l | tail -n +2 && cat SHA256SUMS
