@@ -39,8 +39,11 @@ PY_DIR = $(TARGET_DIR)/py
 # The real kube-apiserver, etcd and sample-apiserver the end-to-end tests also run against,
 # built from tests/kube with Go (once per version; see scripts/kube-build.sh).
 KUBE_DIR = $(TARGET_DIR)/kube
+# helm and promtool, which the chart's and the alerts' tests run, built from tests/tools
+# with Go (once per version; see scripts/tools-build.sh).
+TOOLS_DIR = $(TARGET_DIR)/tools
 
-.PHONY: build test kube soak demo static static-all check-size dist image bench bench-micro fmt clippy chaos msrv
+.PHONY: build test kube tools deploy soak demo static static-all check-size dist image bench bench-micro fmt clippy chaos msrv
 
 build:
 	$(CARGO) build --release
@@ -54,12 +57,22 @@ test:
 	scripts/test-deps.sh "$(PY_DIR)"
 	scripts/kube-build.sh "$(KUBE_DIR)"
 	$(MAKE) static-all
+	scripts/tools-build.sh "$(TOOLS_DIR)"
 	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" \
+	  AUTOREGISTER_TOOLS_BIN="$(TOOLS_DIR)" \
 	  AUTOREGISTER_STATIC_BINS="$(STATIC_BINS)" $(CARGO) test --features testing
 	$(MAKE) check-size
 
 kube:
 	scripts/kube-build.sh "$(KUBE_DIR)"
+
+tools:
+	scripts/tools-build.sh "$(TOOLS_DIR)"
+
+# deploy/ is the Helm chart rendered with its defaults: after editing charts/autoregister,
+# write deploy/ again (tests/packaging.rs fails while the two differ).
+deploy: tools
+	HELM="$(TOOLS_DIR)/helm" scripts/deploy-gen.sh
 
 # Flaky-test hunt, not part of `make test`: the whole suite SOAK times with one core kept
 # busy (scripts/soak.sh), then each failing test with its count and first failure's output.
