@@ -35,9 +35,12 @@ fn repo() -> PathBuf {
 
 /// Every document of every `deploy/*.yaml`, as JSON, with the file it came from.
 fn deploy_objects() -> Vec<(String, Value)> {
+    // Folders (monitoring/, overlays/) and the extensionless `Kustomization` are not read
+    // by `kubectl apply -f deploy/`.
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("deploy"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && p.extension().is_some())
         .collect();
     files.sort();
     let mut out = Vec::new();
