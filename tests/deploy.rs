@@ -35,7 +35,7 @@ fn repo() -> PathBuf {
 
 /// Every document of every `deploy/*.yaml`, as JSON, with the file it came from.
 fn deploy_objects() -> Vec<(String, Value)> {
-    // Folders (monitoring/, overlays/) and the extensionless `Kustomization` are not read
+    // Folders (monitoring/) and the extensionless `Kustomization` are not read
     // by `kubectl apply -f deploy/`.
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("deploy"))
         .unwrap()

@@ -1,4 +1,4 @@
-//! The kustomize base (`deploy/Kustomization`) and its overlay (`deploy/overlays/example`):
+//! The kustomize base (`deploy/Kustomization`) and its overlay (`examples/kustomize-overlay`):
 //! `kubectl kustomize` renders deploy/'s objects and the overlay's changes, and the real
 //! kube-apiserver accepts both with `kubectl apply -k --dry-run=server`.
 
@@ -40,7 +40,7 @@ fn kubectl_kustomize_renders_deploy_and_the_overlay_and_the_real_server_accepts_
 
     // The overlay: the image set, one more manifest file that registers one APIService;
     // everything else as the base.
-    let overlay = keyed(kustomize("deploy/overlays/example"));
+    let overlay = keyed(kustomize("examples/kustomize-overlay"));
     assert_eq!(
         overlay.keys().collect::<Vec<_>>(),
         base.keys().collect::<Vec<_>>()
@@ -58,7 +58,7 @@ fn kubectl_kustomize_renders_deploy_and_the_overlay_and_the_real_server_accepts_
     for (file, text) in data {
         s.write(file, text.as_str().unwrap());
     }
-    let desired = autoregister::controller::load(&s.0, DEFAULT_LABEL_KEY)
+    let desired = autoregister::controller::load(&s.manifests(), DEFAULT_LABEL_KEY)
         .unwrap_or_else(|e| panic!("the overlay's manifests: {e:?}"));
     assert_eq!(
         desired.keys().collect::<Vec<_>>(),
@@ -75,7 +75,7 @@ fn kubectl_kustomize_renders_deploy_and_the_overlay_and_the_real_server_accepts_
     let k = crate::kube::kube();
     k.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: monitoring\n");
     k.apply(&std::fs::read_to_string(repo().join("deploy/00-namespace.yaml")).unwrap());
-    for dir in ["deploy", "deploy/overlays/example"] {
+    for dir in ["deploy", "examples/kustomize-overlay"] {
         let path = repo().join(dir);
         let (ok, out, err) =
             k.kubectl(&["apply", "-k", path.to_str().unwrap(), "--dry-run=server"]);
