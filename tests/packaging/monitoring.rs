@@ -186,7 +186,7 @@ fn record() -> Recording {
             DIES,
             Some(("dies", dies_port)),
             &dies_ca,
-            "  annotations:\n    autoregister.dev/withdraw-unavailable-after: 4s\n",
+            "  annotations:\n    autoregister.dev/withdraw-unavailable-after: 8s\n",
         ),
     );
     let args = [
@@ -236,7 +236,8 @@ fn record() -> Recording {
     // The backend dies as a pod does: its endpoint turns unready, the process goes.
     set_ready_on(&server, "ns", "dies", false);
     dies.stop();
-    // Unavailable, then withdrawn after 4 s (16 ticks); then held withdrawn.
+    // Unavailable, then withdrawn after 8 s (32 ticks; the 10m alert needs 12, so a tick
+    // may take up to 660 ms on a busy machine); then held withdrawn.
     let withdrawn = |t: &Tick| {
         value_of(
             t,
