@@ -441,7 +441,7 @@ fn every_alert_has_a_passing_promtool_test_on_series_recorded_from_the_binary() 
             &[("apiservice", DIES), leader[0]],
         ) == Some(0.0)
     });
-    let reason = r.ticks[down]
+    let (reason, cause) = r.ticks[down]
         .samples
         .iter()
         .find(|x| {
@@ -449,8 +449,8 @@ fn every_alert_has_a_passing_promtool_test_on_series_recorded_from_the_binary() 
                 && x.labels["apiservice"] == DIES
                 && x.labels["status"] == "False"
         })
-        .map(|x| x.labels["reason"].clone())
-        .expect("availability_info names the reason");
+        .map(|x| (x.labels["reason"].clone(), x.labels["cause"].clone()))
+        .expect("availability_info names the reason and the cause");
     let gone = first(r, down, "v1.dies withdrawn", |t| {
         value_of(
             t,
@@ -490,7 +490,11 @@ fn every_alert_has_a_passing_promtool_test_on_series_recorded_from_the_binary() 
     );
     assert!(r.ticks.len() - r.all_down >= 7);
 
-    let unavailable = [("apiservice", DIES), ("reason", reason.as_str())];
+    let unavailable = [
+        ("apiservice", DIES),
+        ("reason", reason.as_str()),
+        ("cause", cause.as_str()),
+    ];
     let tests = vec![
         case(&rules, "AutoregisterAPIServiceUnavailable", down + 5, &[]),
         case(
