@@ -32,7 +32,7 @@ split() {
     { print > f }
   '
   local file out prev=""
-  for file in $(ls "$docs" | sort); do
+  for file in $(ls "$docs" | LC_ALL=C sort); do
     out="$(echo "${file%.*}" | sed -E 's/^([0-9]+-[a-z]+)-[0-9]+-.*\.yaml$/\1.yaml/')"
     if [ "$out" != "$prev" ]; then
       echo "$header" >"$dir/$out"
