@@ -8,7 +8,11 @@
 //! request kube-apiserver answered by verb, resource and code (its `/metrics` before and
 //! after), to find what slow rounds do.
 //!
-//! `cargo bench --features testing --bench real_server -- [--rounds R] [--n N]`
+//! Then `explain` of 50 unavailable APIServices spread over 5 namespaces: its time and the
+//! requests kube-apiserver answered for it (reads are batched per namespace and kind, so
+//! they grow with namespaces, not with APIServices).
+//!
+//! `cargo bench --features testing --bench real_server -- [--rounds R] [--n N] [--explain-only]`
 //! `BENCH_BINS=label=path,...` names the binaries (default: the release build).
 
 #[path = "../tests/support/bench.rs"]
@@ -27,7 +31,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use autoregister::api::{APIService, APIServiceSpec, ServiceReference};
+use autoregister::api::{APIService, APIServiceSpec, Resource, ServiceReference};
 use autoregister::client::{Api, ListParams};
 
 const WORKERS: usize = 2;
@@ -36,17 +40,133 @@ const LABEL: &str = "bench.autoregister.test/owner";
 fn main() {
     let mut rounds = 5usize;
     let mut n = 1000usize;
+    let mut explain_only = false;
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(a) = args.next() {
         let mut num = || args.next().and_then(|v| v.parse().ok());
         match a.as_str() {
             "--rounds" => rounds = num().unwrap_or(rounds),
             "--n" => n = num().unwrap_or(n),
+            "--explain-only" => explain_only = true,
             _ => {}
         }
     }
     let k = kube::kube();
     let bins = binaries();
+    if !explain_only {
+        converge(k, &bins, n, rounds);
+    }
+    explain(k, &bins, rounds);
+}
+
+/// `explain` of [`EXPLAINED`] APIServices, none served, in [`EXPLAIN_NAMESPACES`]
+/// namespaces: the median time and the requests of the last run.
+fn explain(k: &kube::Kube, bins: &[(String, String)], rounds: usize) {
+    const EXPLAINED: usize = 50;
+    const EXPLAIN_NAMESPACES: usize = 5;
+    let api = Api::<APIService>::all(k.client());
+    let mut names = Vec::new();
+    for ns in 0..EXPLAIN_NAMESPACES {
+        let svc = k.loopback_service(&format!("bench-explain-{ns}"), "api");
+        for i in 0..EXPLAINED / EXPLAIN_NAMESPACES {
+            let group = format!("e{ns}x{i}.explain.bench.example.com");
+            let mut o = APIService::new(
+                format!("v1.{group}"),
+                APIServiceSpec {
+                    group: group.clone().into(),
+                    version: "v1".into(),
+                    group_priority_minimum: 100,
+                    version_priority: 10,
+                    insecure_skip_tls_verify: true,
+                    // Every other one points at a Service that does not exist, the rest at
+                    // one whose endpoint refuses: different links of the chain.
+                    service: Some(ServiceReference {
+                        namespace: svc.namespace.clone().into(),
+                        name: if i % 2 == 0 {
+                            "api".into()
+                        } else {
+                            "gone".into()
+                        },
+                        port: Some(i32::from(svc.port)),
+                        extra: Default::default(),
+                    }),
+                    ..Default::default()
+                },
+            );
+            o.metadata.labels = Some(
+                [(LABEL.to_string(), "explain".to_string())]
+                    .into_iter()
+                    .collect(),
+            );
+            let _ = api.delete(o.name(), &Default::default());
+            api.create(&o)
+                .unwrap_or_else(|e| panic!("create {}: {e}", o.name()));
+            names.push(o.name().to_string());
+        }
+    }
+    // Each has its condition before anything is timed.
+    let start = Instant::now();
+    while !names.iter().all(|n| {
+        api.get(n)
+            .ok()
+            .and_then(|o| o.status)
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| !c.is_empty())
+    }) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no conditions after 2 min"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let kc = k.scratch("bench-explain").join("kubeconfig");
+    std::fs::write(&kc, k.kubeconfig(kube::ADMIN_TOKEN)).unwrap();
+    println!();
+    println!("| explain, {EXPLAINED} APIServices not served in {EXPLAIN_NAMESPACES} namespaces | median of {rounds} | requests (last run) |");
+    println!("|---|---|---|");
+    for (label, path) in bins {
+        let mut times = Vec::new();
+        let mut requests = String::new();
+        for _ in 0..rounds {
+            let before = Seen::now(k);
+            let t = Instant::now();
+            let out = Command::new(path)
+                .args([
+                    "explain",
+                    "--kubeconfig",
+                    kc.to_str().unwrap(),
+                    "-o",
+                    "json",
+                ])
+                .output()
+                .expect("explain runs");
+            times.push(t.elapsed());
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let doc: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("explain -o json");
+            assert!(
+                doc["items"]
+                    .as_array()
+                    .is_some_and(|i| i.len() >= EXPLAINED),
+                "{doc}"
+            );
+            requests = Seen::now(k).requests_since(&before);
+        }
+        println!(
+            "| autoregister ({label}) | {} | {requests} |",
+            secs(median(times))
+        );
+    }
+    clean(k, 0);
+}
+
+/// `run --once` converging `n` APIServices beside the raw floors, `rounds` times.
+fn converge(k: &kube::Kube, bins: &[(String, String)], n: usize, rounds: usize) {
     println!("real kube-apiserver, {n} APIServices, {WORKERS} workers, median of {rounds} rounds");
     let mut results: Vec<(String, Vec<Duration>, Vec<Duration>)> = Vec::new();
     let mut floors = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
@@ -68,7 +188,7 @@ fn main() {
                 clean(k, round_id);
             }
         }
-        for (label, path) in &bins {
+        for (label, path) in bins {
             round_id += 1;
             let (create, update) = controller(k, label, path, n, round_id);
             clean(k, round_id);
@@ -365,13 +485,19 @@ impl Seen {
     /// One line: the CPU each process used since `before` and the requests kube-apiserver
     /// answered since then (all clients: the controller and kube-apiserver's own loops).
     fn since(&self, before: &Seen, controller_cpu: f64) -> String {
-        let mut line = format!(
+        format!(
             "CPU controller {controller_cpu:.2} s, kube-apiserver {:.2} s, etcd {:.2} s; \
-             watch events (apiservices) {}; requests:",
+             watch events (apiservices) {}; requests:{}",
             self.apiserver_cpu - before.apiserver_cpu,
             self.etcd_cpu - before.etcd_cpu,
-            self.watch_events - before.watch_events
-        );
+            self.watch_events - before.watch_events,
+            self.requests_since(before)
+        )
+    }
+
+    /// The requests kube-apiserver answered since `before`, as ` VERB RESOURCE CODE ×N`.
+    fn requests_since(&self, before: &Seen) -> String {
+        let mut line = String::new();
         for (key, n) in &self.requests {
             let d = n - before.requests.get(key).copied().unwrap_or(0.0);
             if d > 0.0 {

@@ -3,7 +3,9 @@
 # - kubectl on the PATH: the tests use it as the reference client;
 # - Python's prometheus_client (tests/deploy.rs checks /metrics with the reference
 #   parser): if python3 cannot import it, pip installs it into DIR, which `make test`
-#   puts on PYTHONPATH; the system's Python stays untouched.
+#   puts on PYTHONPATH; the system's Python stays untouched;
+# - qemu-user's emulator for each architecture other than this machine's: tests/static_binaries.rs
+#   runs every architecture's static binary (x86_64, aarch64), never skipping one.
 # Usage: scripts/test-deps.sh DIR
 set -euo pipefail
 dir="$1"
@@ -11,6 +13,13 @@ if ! command -v kubectl >/dev/null 2>&1; then
   echo "make test: kubectl is not on the PATH (the tests use it as the reference client); install kubectl" >&2
   exit 1
 fi
+for arch in x86_64 aarch64; do
+  [ "$arch" = "$(uname -m)" ] && continue
+  if ! command -v "qemu-$arch" >/dev/null 2>&1 && ! command -v "qemu-$arch-static" >/dev/null 2>&1; then
+    echo "make test: qemu-$arch is missing (the tests run the $arch static binary under it); install Debian's qemu-user" >&2
+    exit 1
+  fi
+done
 export PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}"
 if ! command -v python3 >/dev/null 2>&1; then
   echo "make test: python3 is missing (tests/deploy.rs runs the reference Prometheus parser in it); install python3 and python3-pip" >&2

@@ -35,9 +35,12 @@ fn repo() -> PathBuf {
 
 /// Every document of every `deploy/*.yaml`, as JSON, with the file it came from.
 fn deploy_objects() -> Vec<(String, Value)> {
+    // Folders (monitoring/) and the extensionless `Kustomization` are not read
+    // by `kubectl apply -f deploy/`.
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("deploy"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && p.extension().is_some())
         .collect();
     files.sort();
     let mut out = Vec::new();
@@ -143,6 +146,72 @@ fn configmap_data(objs: &[(String, Value)]) -> BTreeMap<String, String> {
         .iter()
         .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
         .collect()
+}
+
+/// Whether `.dockerignore` (its `patterns`, last match wins) lets `path`, a top-level file or
+/// folder of the repository, into the image's build context. Only the forms the file uses
+/// are understood (`*`, `NAME`, `!NAME`); another fails the test, so it is kept simple.
+fn in_build_context(patterns: &[&str], path: &str) -> bool {
+    let mut included = true;
+    for pattern in patterns {
+        let (include, name) = match pattern.strip_prefix('!') {
+            Some(name) => (true, name),
+            None => (false, *pattern),
+        };
+        assert!(
+            !name.contains(['/', '?', '[']) && (name == "*" || !name.contains('*')),
+            ".dockerignore: pattern {pattern:?} is beyond what this test reads"
+        );
+        if name == "*" || name == path {
+            included = include;
+        }
+    }
+    included
+}
+
+/// Every file the Dockerfile's build stage copies from the context is in the build context:
+/// a folder `.dockerignore` leaves out fails `docker build` on its COPY, and no other test
+/// builds the image.
+#[test]
+fn the_image_build_context_holds_everything_the_dockerfile_copies() {
+    let ignore = std::fs::read_to_string(repo().join(".dockerignore")).unwrap();
+    let patterns: Vec<&str> = ignore
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let dockerfile = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
+    let mut copied = Vec::new();
+    for line in dockerfile.lines() {
+        let Some(args) = line.strip_prefix("COPY ") else {
+            continue;
+        };
+        let words: Vec<&str> = args.split_whitespace().collect();
+        if words.iter().any(|w| w.starts_with("--from")) {
+            continue;
+        }
+        let (_, sources) = words.split_last().expect("COPY has a destination");
+        for source in sources {
+            let path = source.trim_start_matches("./").trim_end_matches('/');
+            assert!(
+                repo().join(path).exists(),
+                "Dockerfile copies {path}, which is not in the repository"
+            );
+            assert!(
+                in_build_context(&patterns, path),
+                "Dockerfile copies {path}, which .dockerignore leaves out of the build context"
+            );
+            copied.push(path.to_string());
+        }
+    }
+    // The static binaries are linked by what .cargo/config.toml names under link/.
+    for needed in ["Cargo.toml", ".cargo", "link", "src"] {
+        assert!(
+            copied.iter().any(|c| c == needed),
+            "the Dockerfile does not copy {needed}"
+        );
+    }
+    assert!(!in_build_context(&patterns, "target"), "target/ is sent");
 }
 
 #[test]

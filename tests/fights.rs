@@ -146,10 +146,14 @@ fn fight(c: &Cluster, undo: Undo, test: &str) {
     );
     // Our writes: one per edit (none spare), never more than one a second on average, each
     // at least its pace after the one before (5 ms doubling, capped).
+    // The delete case's first create registered the name: no put-back.
+    let first = usize::from(matches!(undo, Undo::Delete));
+    // The writer can see our last put-back before the program has logged its answer: wait
+    // for that line (an extra write would show here or in the quiet 10 s below).
+    wait_until(|| put_backs(&p.log(), &n.name, undo.verb()).len() >= first + PUT_BACKS);
     let log = p.log();
     let puts = put_backs(&log, &n.name, undo.verb());
-    // The delete case's first create registered the name: no put-back.
-    let puts = &puts[usize::from(matches!(undo, Undo::Delete)).min(puts.len())..];
+    let puts = &puts[first.min(puts.len())..];
     assert_eq!(puts.len(), PUT_BACKS, "{log}");
     assert!(
         (puts.len() as f64) <= fought.as_secs_f64(),

@@ -310,10 +310,7 @@ fn walk(
                 "{}s of service/{name} in {ns}: none",
                 b.source.to_ascii_lowercase()
             ));
-            if let Some(cause) =
-                pods_cause(f, d, service, port_def.and_then(|p| p.target_port.as_ref()))
-            {
-                let _ = cause;
+            if pods_cause(f, d, service, port_def.and_then(|p| p.target_port.as_ref())) {
                 return Some(());
             }
             set(
@@ -336,7 +333,7 @@ fn walk(
                 "{}s of service/{name} in {ns}: {} object(s), 0 ready endpoints on port {:?}, {} not ready, {} terminating",
                 b.source.to_ascii_lowercase(), b.objects, port_name, b.not_ready, b.terminating
             ));
-            if pods_cause(f, d, service, port_def.and_then(|p| p.target_port.as_ref())).is_some() {
+            if pods_cause(f, d, service, port_def.and_then(|p| p.target_port.as_ref())) {
                 return Some(());
             }
             set(
@@ -542,14 +539,16 @@ fn walk(
     Some(())
 }
 
-/// When endpoints are missing or not ready: the pods' side. `Some` when it set a cause.
+/// When endpoints are missing or not ready: the pods' side; whether it set a cause.
 fn pods_cause(
     f: &Facts,
     d: &mut Diagnosis,
     service: &Service,
     target_port: Option<&serde_json::Value>,
-) -> Option<Cause> {
-    let selector = service.spec.selector.as_ref()?;
+) -> bool {
+    let Some(selector) = service.spec.selector.as_ref() else {
+        return false;
+    };
     let sel: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let pods = match &f.pods {
         Read::Got(p) => p,
@@ -559,7 +558,7 @@ fn pods_cause(
                     .unread()
                     .map(|w| format!("pods selected by {}: {w}", sel.join(","))),
             );
-            return None;
+            return false;
         }
     };
     if pods.is_empty() {
@@ -571,7 +570,7 @@ fn pods_cause(
             format!("the Service's selector {} matches no pod", sel.join(",")),
             "fix the Service's selector or the pods' labels, or deploy the backend".into(),
         );
-        return Some(Cause::SelectorMatchesNoPod);
+        return true;
     }
     let not_ready: Vec<&Pod> = pods.iter().filter(|p| !p.is_ready()).collect();
     for p in pods {
@@ -588,7 +587,7 @@ fn pods_cause(
             "see why with kubectl describe pod and the pods' logs (readiness probe, crash loop)"
                 .into(),
         );
-        return Some(Cause::PodsNotReady);
+        return true;
     }
     // A named targetPort no container declares leaves the endpoints without that port.
     if let Some(serde_json::Value::String(named)) = target_port {
@@ -606,10 +605,10 @@ fn pods_cause(
                 format!("the Service's targetPort {named:?} names no container port of its pods"),
                 "set the Service's targetPort to a container port's name or number".into(),
             );
-            return Some(Cause::TargetPortMismatch);
+            return true;
         }
     }
-    None
+    false
 }
 
 /// `pod/NAME: Ready=False (reason), restarts 3`.

@@ -391,6 +391,11 @@ impl Kube {
         }
     }
 
+    /// The admin's kubeconfig file (for tools such as helm that read one).
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
     /// A kubeconfig for this server authenticating with `token`.
     pub fn kubeconfig(&self, token: &str) -> String {
         use base64::Engine as _;
