@@ -123,7 +123,11 @@ impl Case {
 
     /// `explain NAME -o json` as `kubeconfig` (default: the admin); exit code and the item.
     fn explain_as(&self, kubeconfig: Option<&std::path::Path>) -> (i32, Value) {
-        let admin = kube().scratch("explain").join("admin.kubeconfig");
+        // One file per case: tests run in parallel, and a file rewritten in place can be
+        // read half written.
+        let admin = kube()
+            .scratch("explain")
+            .join(format!("{}.admin.kubeconfig", self.ns));
         if kubeconfig.is_none() {
             std::fs::write(&admin, kube().kubeconfig(kube::ADMIN_TOKEN)).unwrap();
         }

@@ -307,8 +307,8 @@ fn walk(
     match &f.backends {
         Read::Got(b) if b.objects == 0 => {
             d.evidence.push(format!(
-                "{}s of service/{name} in {ns}: none",
-                b.source.to_ascii_lowercase()
+                "{} of service/{name} in {ns}: none",
+                plural(b.source)
             ));
             if pods_cause(f, d, service, port_def.and_then(|p| p.target_port.as_ref())) {
                 return Some(());
@@ -330,8 +330,8 @@ fn walk(
         }
         Read::Got(b) if b.ready == 0 => {
             d.evidence.push(format!(
-                "{}s of service/{name} in {ns}: {} object(s), 0 ready endpoints on port {:?}, {} not ready, {} terminating",
-                b.source.to_ascii_lowercase(), b.objects, port_name, b.not_ready, b.terminating
+                "{} of service/{name} in {ns}: {} object(s), 0 ready endpoints on port {:?}, {} not ready, {} terminating",
+                plural(b.source), b.objects, port_name, b.not_ready, b.terminating
             ));
             if pods_cause(f, d, service, port_def.and_then(|p| p.target_port.as_ref())) {
                 return Some(());
@@ -345,8 +345,8 @@ fn walk(
             return Some(());
         }
         Read::Got(b) => d.evidence.push(format!(
-            "{}s of service/{name} in {ns}: {} ready endpoint(s) on port {:?}",
-            b.source.to_ascii_lowercase(),
+            "{} of service/{name} in {ns}: {} ready endpoint(s) on port {:?}",
+            plural(b.source),
             b.ready,
             port_name
         )),
@@ -609,6 +609,17 @@ fn pods_cause(
         }
     }
     false
+}
+
+/// The resource name of an endpoints kind, as kubectl spells it: `endpointslices`,
+/// `endpoints` (already plural).
+fn plural(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if lower.ends_with('s') {
+        lower
+    } else {
+        format!("{lower}s")
+    }
 }
 
 /// `pod/NAME: Ready=False (reason), restarts 3`.
