@@ -12,8 +12,18 @@
 //! requests kube-apiserver answered for it (reads are batched per namespace and kind, so
 //! they grow with namespaces, not with APIServices).
 //!
-//! `cargo bench --features testing --bench real_server -- [--rounds R] [--n N] [--explain-only]`
-//! `BENCH_BINS=label=path,...` names the binaries (default: the release build).
+//! CPU is reported per 1,000 objects beside a bare client's: the floor's writes are made by
+//! this crate's own `Client` on 2 threads whose CPU is read from /proc/thread-self/schedstat,
+//! so each controller run has, in its own round, the CPU of the same requests with nothing
+//! else done (the least a controller could spend). A third run per binary and round keeps a
+//! long-running controller (no `--once`) over N fresh creates and reads its CPU over the
+//! 5 s after the server holds them all: the status storm (kube-aggregator writes each new
+//! APIService's status) and idling.
+//!
+//! `cargo bench --features testing --bench real_server -- [--rounds R] [--n N] [--save FILE] [--compare FILE] [--explain-only]`
+//! `BENCH_BINS=label=path,...` names the binaries (default: the release build). `--save`
+//! writes the medians as `key value` lines; `--compare` prints this run's change against
+//! such a file.
 
 #[path = "../tests/support/bench.rs"]
 mod bench;
@@ -28,7 +38,7 @@ mod promtext;
 
 use bench::{binaries, median};
 use std::collections::BTreeMap;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use autoregister::api::{APIService, APIServiceSpec, Resource, ServiceReference};
@@ -36,25 +46,47 @@ use autoregister::client::{Api, ListParams};
 
 const WORKERS: usize = 2;
 const LABEL: &str = "bench.autoregister.test/owner";
+/// How long the long-running controller is watched once the server holds every object.
+const IDLE: Duration = Duration::from_secs(5);
+
+/// One controller run's figures: times, and CPU seconds of the controller.
+#[derive(Clone, Copy, Default)]
+struct Run {
+    create: Duration,
+    create_cpu: f64,
+    update: Duration,
+    update_cpu: f64,
+    /// CPU in the `IDLE` window after the long-running controller's N creates were all stored.
+    idle_cpu: f64,
+}
 
 fn main() {
     let mut rounds = 5usize;
     let mut n = 1000usize;
     let mut explain_only = false;
+    let mut save = None;
+    let mut compare = None;
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(a) = args.next() {
-        let mut num = || args.next().and_then(|v| v.parse().ok());
         match a.as_str() {
-            "--rounds" => rounds = num().unwrap_or(rounds),
-            "--n" => n = num().unwrap_or(n),
+            "--rounds" => rounds = args.next().and_then(|v| v.parse().ok()).unwrap_or(rounds),
+            "--n" => n = args.next().and_then(|v| v.parse().ok()).unwrap_or(n),
+            "--save" => save = args.next(),
+            "--compare" => compare = args.next(),
             "--explain-only" => explain_only = true,
             _ => {}
         }
     }
+    // Read before the run: a missing or garbled file is said at once, not after minutes.
+    let baseline = compare.as_ref().map(|f| {
+        let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("--compare {f}: {e}"));
+        parse_saved(&text).unwrap_or_else(|e| panic!("--compare {f}: {e}"))
+    });
     let k = kube::kube();
     let bins = binaries();
     if !explain_only {
-        converge(k, &bins, n, rounds);
+        let compare = compare.zip(baseline);
+        converge(k, &bins, n, rounds, save, compare);
     }
     explain(k, &bins, rounds);
 }
@@ -166,10 +198,19 @@ fn explain(k: &kube::Kube, bins: &[(String, String)], rounds: usize) {
 }
 
 /// `run --once` converging `n` APIServices beside the raw floors, `rounds` times.
-fn converge(k: &kube::Kube, bins: &[(String, String)], n: usize, rounds: usize) {
+/// `save`: where to write the medians; `compare`: a file of saved ones, read.
+fn converge(
+    k: &kube::Kube,
+    bins: &[(String, String)],
+    n: usize,
+    rounds: usize,
+    save: Option<String>,
+    compare: Option<(String, BTreeMap<String, f64>)>,
+) {
     println!("real kube-apiserver, {n} APIServices, {WORKERS} workers, median of {rounds} rounds");
-    let mut results: Vec<(String, Vec<Duration>, Vec<Duration>)> = Vec::new();
+    let mut results: Vec<(String, Vec<Run>)> = Vec::new();
     let mut floors = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    let mut floor_cpu = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     let mut round_id = 0;
     for _ in 0..rounds {
         // The floors: create/update with POST/PUT, and with server-side apply.
@@ -177,32 +218,41 @@ fn converge(k: &kube::Kube, bins: &[(String, String)], n: usize, rounds: usize) 
             for (j, update) in [false, true].into_iter().enumerate() {
                 round_id += 1;
                 let objs = objects(n, round_id, if update { 20 } else { 10 });
-                let (took, seen) = floor(k, &objs, apply, update);
+                let (took, cpu, seen) = floor(k, &objs, apply, update);
                 println!(
-                    "  round {round_id} floor {} {}: {:.2} s, {seen}",
+                    "  round {round_id} floor {} {}: {:.2} s, client CPU {cpu:.3} s, {seen}",
                     if apply { "apply" } else { "POST/PUT" },
                     if update { "update" } else { "create" },
                     took.as_secs_f64(),
                 );
                 floors[i * 2 + j].push(took);
+                floor_cpu[i * 2 + j].push(cpu);
                 clean(k, round_id);
             }
         }
         for (label, path) in bins {
             round_id += 1;
-            let (create, update) = controller(k, label, path, n, round_id);
+            let mut run = controller(k, label, path, n, round_id);
+            clean(k, round_id);
+            round_id += 1;
+            run.idle_cpu = idle(k, label, path, n, round_id);
             clean(k, round_id);
             match results.iter_mut().find(|r| &r.0 == label) {
-                Some(r) => {
-                    r.1.push(create);
-                    r.2.push(update);
-                }
-                None => results.push((label.clone(), vec![create], vec![update])),
+                Some(r) => r.1.push(run),
+                None => results.push((label.clone(), vec![run])),
             }
         }
     }
     let per_round = floors.clone();
     let [fc, fu, ac, au] = floors.map(median);
+    // The bare client's CPU for the controller's requests: POST for creates, apply for updates.
+    let bare_create = median(floor_cpu[0].clone());
+    let bare_update = median(floor_cpu[3].clone());
+    let per = |cpu: f64| cpu * 1000.0 / n as f64;
+    let mut saved: Vec<(String, f64)> = vec![
+        ("bare_client.create_cpu_per_1000".into(), per(bare_create)),
+        ("bare_client.update_cpu_per_1000".into(), per(bare_update)),
+    ];
     println!();
     println!("| what | create {n} | update {n} |");
     println!("|---|---|---|");
@@ -214,7 +264,10 @@ fn converge(k: &kube::Kube, bins: &[(String, String)], n: usize, rounds: usize) 
         secs(au),
         ratio(au, fu)
     );
-    for (label, c, u) in results {
+    let mut cpu_rows = Vec::new();
+    for (label, runs) in results {
+        let c: Vec<Duration> = runs.iter().map(|r| r.create).collect();
+        let u: Vec<Duration> = runs.iter().map(|r| r.update).collect();
         // Each run against its own round's floor: kube-apiserver's CPU for the same writes
         // drifts between rounds (GC, its own controllers), which a median floor hides.
         let rounds_c: Vec<f64> = (c.iter().zip(&per_round[0]))
@@ -222,6 +275,13 @@ fn converge(k: &kube::Kube, bins: &[(String, String)], n: usize, rounds: usize) 
             .collect();
         let rounds_u: Vec<f64> = (u.iter().zip(&per_round[3]))
             .map(|(u, f)| ratio(*u, *f))
+            .collect();
+        // CPU likewise against the bare client of its own round (the machine's speed drifts).
+        let cpu_c: Vec<f64> = (runs.iter().zip(&floor_cpu[0]))
+            .map(|(r, f)| r.create_cpu / f)
+            .collect();
+        let cpu_u: Vec<f64> = (runs.iter().zip(&floor_cpu[3]))
+            .map(|(r, f)| r.update_cpu / f)
             .collect();
         let (worst_c, worst_u) = (*c.iter().max().unwrap(), *u.iter().max().unwrap());
         let (c, u) = (median(c), median(u));
@@ -248,7 +308,96 @@ fn converge(k: &kube::Kube, bins: &[(String, String)], n: usize, rounds: usize) 
             fmt_ratio(median(rounds_u.clone())),
             fmt_ratio(rounds_u.iter().copied().fold(0.0, f64::max)),
         );
+        let create_cpu = median(runs.iter().map(|r| r.create_cpu).collect());
+        let update_cpu = median(runs.iter().map(|r| r.update_cpu).collect());
+        let idle_cpu = median(runs.iter().map(|r| r.idle_cpu).collect());
+        let (rc, ru) = (median(cpu_c.clone()), median(cpu_u.clone()));
+        let spread = |v: &[f64]| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            format!("{lo:.2}–{hi:.2}×")
+        };
+        cpu_rows.push(format!(
+            "| autoregister ({label}) | {:.3} s ({rc:.2}×, rounds {}) | {:.3} s ({ru:.2}×, rounds {}) | {:.3} s |",
+            per(create_cpu),
+            spread(&cpu_c),
+            per(update_cpu),
+            spread(&cpu_u),
+            per(idle_cpu),
+        ));
+        for (key, v) in [
+            ("create_cpu_per_1000", per(create_cpu)),
+            ("update_cpu_per_1000", per(update_cpu)),
+            ("idle_cpu_per_1000", per(idle_cpu)),
+            ("create_cpu_ratio", rc),
+            ("update_cpu_ratio", ru),
+            ("create_s", c.as_secs_f64()),
+            ("update_s", u.as_secs_f64()),
+            ("create_time_ratio", ratio(c, fc)),
+            ("update_time_ratio", ratio(u, au)),
+        ] {
+            saved.push((format!("{label}.{key}"), v));
+        }
     }
+    println!();
+    println!(
+        "CPU per 1,000 objects (median; ratio: to the bare client's CPU for the same requests \
+         in the same round, POST for creates, apply for updates; idle: the {} s after the \
+         long-running controller's creates were all stored, status storm included):",
+        IDLE.as_secs()
+    );
+    println!();
+    println!("| what | create | update | idle window |");
+    println!("|---|---|---|---|");
+    println!(
+        "| bare client (this crate's `Client`, 2 threads, no decoding) | {:.3} s | {:.3} s | |",
+        per(bare_create),
+        per(bare_update)
+    );
+    for row in cpu_rows {
+        println!("{row}");
+    }
+    if let Some(file) = save {
+        let text: String = saved.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+        std::fs::write(&file, text).unwrap_or_else(|e| panic!("--save {file}: {e}"));
+        println!("\nsaved to {file}");
+    }
+    if let Some((file, before)) = compare {
+        println!("\nchange against {file}:");
+        println!();
+        println!("| figure | before | now | change |");
+        println!("|---|---|---|---|");
+        for (key, now) in &saved {
+            match before.get(key) {
+                Some(b) if *b != 0.0 => println!(
+                    "| {key} | {b:.3} | {now:.3} | {:+.1}% |",
+                    (now - b) / b * 100.0
+                ),
+                Some(b) => println!("| {key} | {b:.3} | {now:.3} | |"),
+                None => println!("| {key} | (none) | {now:.3} | |"),
+            }
+        }
+    }
+}
+
+/// A `--save` file: `key value` lines.
+fn parse_saved(text: &str) -> Result<BTreeMap<String, f64>, String> {
+    let mut out = BTreeMap::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let (k, v) = line
+            .split_once(' ')
+            .ok_or_else(|| format!("line {}: not `key value`: {line:?}", i + 1))?;
+        let v = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("line {}: {v:?} is not a number", i + 1))?;
+        out.insert(k.to_string(), v);
+    }
+    Ok(out)
 }
 
 fn fmt_ratio(r: f64) -> String {
@@ -301,8 +450,14 @@ fn objects(n: usize, round: usize, priority: i32) -> Vec<APIService> {
 
 /// The N writes from `WORKERS` keep-alive connections: creates, or (with `update`) updates
 /// of the objects created just before (not timed); with `apply`, as server-side applies.
-/// Also what the server did meanwhile (as [`Seen::since`] says it).
-fn floor(k: &kube::Kube, objs: &[APIService], apply: bool, update: bool) -> (Duration, String) {
+/// Also the CPU seconds of the writing threads (the bare client's), and what the server did
+/// meanwhile (as [`Seen::since`] says it).
+fn floor(
+    k: &kube::Kube,
+    objs: &[APIService],
+    apply: bool,
+    update: bool,
+) -> (Duration, f64, String) {
     let apis: Vec<Api<APIService>> = (0..WORKERS)
         .map(|_| Api::all(k.client()).with_field_manager("bench"))
         .collect();
@@ -345,52 +500,93 @@ fn floor(k: &kube::Kube, objs: &[APIService], apply: bool, update: bool) -> (Dur
     }
     let before = Seen::now(k);
     let start = Instant::now();
-    write_all(&apis, &objs, apply, update);
+    let cpu = write_all(&apis, &objs, apply, update);
     let took = start.elapsed();
-    (took, Seen::now(k).since(&before, 0.0))
+    (took, cpu, Seen::now(k).since(&before, cpu))
 }
 
-fn write_all(apis: &[Api<APIService>], objs: &[APIService], apply: bool, update: bool) {
+/// The writes, one thread per connection; returns the CPU seconds those threads used.
+fn write_all(apis: &[Api<APIService>], objs: &[APIService], apply: bool, update: bool) -> f64 {
     std::thread::scope(|s| {
-        for (w, api) in apis.iter().enumerate() {
-            s.spawn(move || {
-                for o in objs.iter().skip(w).step_by(apis.len()) {
-                    let r = if apply {
-                        let mut body = o.clone();
-                        body.metadata.resource_version = None;
-                        api.apply_unread(&body, true)
-                    } else if update {
-                        api.update_unread(o)
-                    } else {
-                        api.create_unread(o)
-                    };
-                    r.unwrap();
-                }
-            });
-        }
-    });
+        let threads: Vec<_> = apis
+            .iter()
+            .enumerate()
+            .map(|(w, api)| {
+                s.spawn(move || {
+                    let start = thread_cpu();
+                    for o in objs.iter().skip(w).step_by(apis.len()) {
+                        let r = if apply {
+                            let mut body = o.clone();
+                            body.metadata.resource_version = None;
+                            api.apply_unread(&body, true)
+                        } else if update {
+                            api.update_unread(o)
+                        } else {
+                            api.create_unread(o)
+                        };
+                        r.unwrap();
+                    }
+                    thread_cpu() - start
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).sum()
+    })
 }
 
-/// `run --once` converging the round's N creates, then N updates: (create, update) times.
-fn controller(
-    k: &kube::Kube,
-    label: &str,
-    bin: &str,
-    n: usize,
-    round: usize,
-) -> (Duration, Duration) {
+/// CPU seconds the calling thread has run (/proc/thread-self/schedstat, in nanoseconds).
+fn thread_cpu() -> f64 {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    schedstat_secs(&text)
+}
+
+/// The first field of a schedstat line (nanoseconds on CPU) in seconds.
+fn schedstat_secs(text: &str) -> f64 {
+    text.split_whitespace()
+        .next()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 / 1e9)
+}
+
+/// CPU seconds every thread of `pid` has run so far (threads that ended are not counted:
+/// the controller's threads live as long as it does).
+fn process_cpu(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .map(|t| {
+            schedstat_secs(&std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default())
+        })
+        .sum()
+}
+
+/// A round's scratch folder with a kubeconfig and the manifest folder, for `priority`.
+fn scratch(k: &kube::Kube, n: usize, round: usize) -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = k.scratch(&format!("bench-{round}"));
     let kc = dir.join("kubeconfig");
     std::fs::write(&kc, binary::Target::kubeconfig_text(k)).unwrap();
     let manifests = dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
+    write_manifests(&manifests, n, round, 10);
+    (kc, manifests)
+}
+
+fn write_manifests(dir: &std::path::Path, n: usize, round: usize, priority: i32) {
+    let docs: Vec<String> = objects(n, round, priority)
+        .iter()
+        .map(|o| serde_json::to_string(o).unwrap())
+        .collect();
+    std::fs::write(dir.join("all.yaml"), docs.join("\n---\n")).unwrap();
+}
+
+/// `run --once` converging the round's N creates, then N updates: times and CPU.
+fn controller(k: &kube::Kube, label: &str, bin: &str, n: usize, round: usize) -> Run {
+    let (kc, manifests) = scratch(k, n, round);
     let mut times = Vec::new();
     for priority in [10, 20] {
-        let docs: Vec<String> = objects(n, round, priority)
-            .iter()
-            .map(|o| serde_json::to_string(o).unwrap())
-            .collect();
-        std::fs::write(manifests.join("all.yaml"), docs.join("\n---\n")).unwrap();
+        write_manifests(&manifests, n, round, priority);
         let before = Seen::now(k);
         let start = Instant::now();
         // `times` after the run prints the controller's user and system CPU (the shell's
@@ -419,9 +615,63 @@ fn controller(
             took.as_secs_f64(),
             Seen::now(k).since(&before, cpu)
         );
-        times.push(took);
+        times.push((took, cpu));
     }
-    (times[0], times[1])
+    Run {
+        create: times[0].0,
+        create_cpu: times[0].1,
+        update: times[1].0,
+        update_cpu: times[1].1,
+        idle_cpu: 0.0,
+    }
+}
+
+/// A long-running controller (no `--once`) over the round's N creates: its CPU in the
+/// `IDLE` window that starts once the server holds all N (the status storm falls in it).
+fn idle(k: &kube::Kube, label: &str, bin: &str, n: usize, round: usize) -> f64 {
+    let (kc, manifests) = scratch(k, n, round);
+    let mut child = Command::new(bin)
+        .args(["run", "--label-key", LABEL, "--manifests"])
+        .arg(&manifests)
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let api = Api::<APIService>::all(k.client());
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(child.try_wait().unwrap().is_none(), "{label} exited early");
+        assert!(
+            Instant::now() < deadline,
+            "{label}: {n} creates not stored in 300 s"
+        );
+        let stored = api
+            .list(&ListParams {
+                label_selector: Some(LABEL.into()),
+                ..Default::default()
+            })
+            .unwrap();
+        if stored.items.len() >= n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let before = process_cpu(child.id());
+    std::thread::sleep(IDLE);
+    let cpu = process_cpu(child.id()) - before;
+    // SIGTERM, as the kubelet stops it (and a profiler wrapping it then writes its data).
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    println!(
+        "  round {round} {label} idle {} s after {n} creates: CPU {cpu:.3} s",
+        IDLE.as_secs()
+    );
+    cpu
 }
 
 /// The children's user + system CPU from the second line `times` prints (`0m0.19s 0m0.04s`).
