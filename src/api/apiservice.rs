@@ -227,6 +227,17 @@ impl APIService {
         self.metadata.label(key)
     }
 
+    /// Whether `new` is this object changed only by a write to its `status` (kube-aggregator's
+    /// availability controller): spec, labels, annotations, unknown fields and ownership of
+    /// the main resource are the same.
+    pub fn changed_only_in_status(&self, new: &APIService) -> bool {
+        self.api_version == new.api_version
+            && self.kind == new.kind
+            && self.spec == new.spec
+            && self.extra == new.extra
+            && self.metadata.same_but_status_write(&new.metadata)
+    }
+
     /// Trims a copy kept in a cache to what a reader needs and a write sends back: drops
     /// `managedFields` but the managers they name (see
     /// [`ObjectMeta::strip_managed_fields`]), and apiVersion/kind when they are the usual
@@ -448,6 +459,58 @@ mod tests {
         input["spec"]["caBundle"] = json!("not base64!");
         let err = serde_json::from_value::<APIService>(input).unwrap_err();
         assert!(err.to_string().contains("caBundle"), "{err}");
+    }
+    /// A cached copy (compacted) of an APIService with `managed` as its managedFields.
+    fn cached(status: Value, managed: Value, labels: Value) -> APIService {
+        let mut o: APIService = serde_json::from_value(json!({
+            "metadata": {"name": "v1.a.example.com", "uid": "u", "resourceVersion": "1",
+                         "labels": labels, "managedFields": managed},
+            "spec": {"group": "a.example.com", "version": "v1", "groupPriorityMinimum": 100,
+                     "versionPriority": 10},
+            "status": status,
+        }))
+        .unwrap();
+        o.compact_for_cache();
+        o
+    }
+
+    #[test]
+    fn a_status_write_is_told_from_every_other_change() {
+        let ours = json!([{"manager": "autoregister", "operation": "Apply",
+                           "time": "2026-01-01T00:00:00Z",
+                           "fieldsV1": {"f:spec": {"f:group": {}}}}]);
+        let mut with_status = ours.clone();
+        with_status.as_array_mut().unwrap().push(json!({
+            "manager": "kube-apiserver", "operation": "Update", "subresource": "status",
+            "time": "2026-01-01T00:00:01Z", "fieldsV1": {"f:status": {"f:conditions": {}}}}));
+        let unavailable = json!({"conditions": [{"type": "Available", "status": "False"}]});
+        let labels = json!({"owner": "true"});
+        let before = cached(Value::Null, ours.clone(), labels.clone());
+        let mut after = cached(unavailable.clone(), with_status.clone(), labels.clone());
+        after.metadata.resource_version = Some("2".into());
+        assert!(before.changed_only_in_status(&after));
+        // Changes a decision reads are not status-only.
+        let mut spec = after.clone();
+        spec.spec.version_priority = 11;
+        assert!(!before.changed_only_in_status(&spec));
+        let relabelled = cached(
+            unavailable.clone(),
+            with_status.clone(),
+            json!({"owner": "x"}),
+        );
+        assert!(!before.changed_only_in_status(&relabelled));
+        let mut taken = with_status.clone();
+        taken.as_array_mut().unwrap().push(json!({
+            "manager": "kubectl", "operation": "Update", "time": "2026-01-01T00:00:02Z",
+            "fieldsV1": {"f:spec": {"f:versionPriority": {}}}}));
+        let owned = cached(unavailable.clone(), taken, labels.clone());
+        assert!(
+            !before.changed_only_in_status(&owned),
+            "ownership of the spec moved"
+        );
+        let mut extra = after.clone();
+        extra.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        assert!(!before.changed_only_in_status(&extra));
     }
 }
 

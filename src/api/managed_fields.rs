@@ -127,6 +127,15 @@ impl FieldOwnership {
         self.managers.iter().map(|m| &**m)
     }
 
+    /// Whether `other` records the same ownership of the main resource: subresource entries
+    /// (kube-aggregator's `status` writes) and the managers' order by time aside.
+    pub fn same_on_main_resource(&self, other: &FieldOwnership) -> bool {
+        fn main(o: &FieldOwnership) -> impl Iterator<Item = &OwnerEntry> {
+            o.entries.iter().filter(|e| e.subresource.is_none())
+        }
+        self.entries == other.entries || main(self).eq(main(other))
+    }
+
     /// Every entry.
     pub fn entries(&self) -> &[OwnerEntry] {
         &self.entries

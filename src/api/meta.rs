@@ -152,6 +152,42 @@ impl ObjectMeta {
         }
     }
 
+    /// Whether `new` is this metadata with nothing changed but what a write to the `status`
+    /// subresource changes: the resourceVersion, and subresource entries of the field
+    /// ownership. Every field is named, so a new one must be placed on a side.
+    pub fn same_but_status_write(&self, new: &ObjectMeta) -> bool {
+        let ObjectMeta {
+            name,
+            namespace,
+            uid,
+            resource_version: _,
+            generation,
+            creation_timestamp,
+            deletion_timestamp,
+            labels,
+            annotations,
+            managed_fields,
+            field_owners,
+            extra,
+        } = self;
+        let owners = match (field_owners, &new.field_owners) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a.same_on_main_resource(b),
+            _ => false,
+        };
+        *name == new.name
+            && *namespace == new.namespace
+            && *uid == new.uid
+            && *generation == new.generation
+            && *creation_timestamp == new.creation_timestamp
+            && *deletion_timestamp == new.deletion_timestamp
+            && *labels == new.labels
+            && *annotations == new.annotations
+            && *managed_fields == new.managed_fields
+            && owners
+            && *extra == new.extra
+    }
+
     /// Removes label `key`.
     pub fn remove_label(&mut self, key: &str) {
         if let Some(labels) = &mut self.labels {

@@ -253,8 +253,25 @@ impl EventHandler<APIService> for Enqueue {
         }
         self.queue.add(obj.name().to_string());
     }
-    fn on_update(&self, _old: &Arc<APIService>, new: &Arc<APIService>) {
+    fn on_update(&self, old: &Arc<APIService>, new: &Arc<APIService>) {
         self.observe(new, false);
+        // kube-aggregator writes the status of every new APIService (and again at each change
+        // of its availability): a sync of such an event decides what the previous one did,
+        // unless withdrawal reads the availability. Its transition is recorded above; wake
+        // `--wait-available`, which waits on sync outcomes.
+        if let Some(inner) = self.inner.upgrade() {
+            // A resync delivers the object twice, unchanged: that one is synced.
+            let written = old.metadata.resource_version != new.metadata.resource_version;
+            let ours = inner.ownership.is_managed(new) && inner.ownership.is_managed(old);
+            if written
+                && ours
+                && old.changed_only_in_status(new)
+                && !inner.availability.decides(new.name())
+            {
+                inner.state.wake_all();
+                return;
+            }
+        }
         self.queue.add(new.name().to_string());
     }
     fn on_delete(&self, obj: &Arc<APIService>) {

@@ -411,7 +411,7 @@ impl State {
         }
     }
 
-    /// Wakes every waiter (used at shutdown).
+    /// Wakes every waiter (at shutdown, and when a status change that needs no sync was seen).
     pub(crate) fn wake_all(&self) {
         let _guard = self.progress_lock.lock();
         self.progress.notify_all();

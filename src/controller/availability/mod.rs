@@ -317,6 +317,15 @@ impl Availability {
             .is_some_and(|e| e.record.withdrawn.is_some())
     }
 
+    /// Whether a change of `name`'s availability can change what its sync decides: withdrawal
+    /// is on for it, or it is held withdrawn.
+    pub(crate) fn decides(&self, name: &str) -> bool {
+        self.entries
+            .lock()
+            .get(name)
+            .is_some_and(|e| e.after.is_some() || e.record.withdrawn.is_some())
+    }
+
     /// A Service or EndpointSlice in `ns` changed: decide the withdrawn names there again (and
     /// unavailable ones, whose withdrawal may have waited for this namespace's listing).
     fn backend_changed(&self, ns: &str) {
