@@ -134,7 +134,7 @@ impl ObjectMeta {
     pub fn field_ownership(&self) -> Option<Arc<FieldOwnership>> {
         match (&self.field_owners, &self.managed_fields) {
             (Some(o), _) => Some(o.clone()),
-            (None, Some(raw)) => Some(Arc::new(FieldOwnership::parse(&raw.to_value()))),
+            (None, Some(raw)) => Some(Arc::new(FieldOwnership::parse_text(raw.as_str()))),
             (None, None) => None,
         }
     }
@@ -148,7 +148,7 @@ impl ObjectMeta {
     /// present `[]` or `[{}]` would reset them).
     pub fn strip_managed_fields(&mut self) {
         if let Some(raw) = self.managed_fields.take() {
-            self.field_owners = Some(shared(FieldOwnership::parse(&raw.to_value())));
+            self.field_owners = Some(shared(FieldOwnership::parse_text(raw.as_str())));
         }
     }
 
