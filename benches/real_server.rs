@@ -220,7 +220,7 @@ fn converge(
                 let objs = objects(n, round_id, if update { 20 } else { 10 });
                 let (took, cpu, seen) = floor(k, &objs, apply, update);
                 println!(
-                    "  round {round_id} floor {} {}: {:.2} s, client CPU {cpu:.3} s, {seen}",
+                    "  round {round_id} floor {} {}: {:.2} s, {seen}",
                     if apply { "apply" } else { "POST/PUT" },
                     if update { "update" } else { "create" },
                     took.as_secs_f64(),
@@ -502,7 +502,7 @@ fn floor(
     let start = Instant::now();
     let cpu = write_all(&apis, &objs, apply, update);
     let took = start.elapsed();
-    (took, cpu, Seen::now(k).since(&before, cpu))
+    (took, cpu, Seen::now(k).since(&before, "client", cpu))
 }
 
 /// The writes, one thread per connection; returns the CPU seconds those threads used.
@@ -613,7 +613,7 @@ fn controller(k: &kube::Kube, label: &str, bin: &str, n: usize, round: usize) ->
         println!(
             "  round {round} {label} {what}: {:.2} s, {}",
             took.as_secs_f64(),
-            Seen::now(k).since(&before, cpu)
+            Seen::now(k).since(&before, "controller", cpu)
         );
         times.push((took, cpu));
     }
@@ -734,9 +734,9 @@ impl Seen {
 
     /// One line: the CPU each process used since `before` and the requests kube-apiserver
     /// answered since then (all clients: the controller and kube-apiserver's own loops).
-    fn since(&self, before: &Seen, controller_cpu: f64) -> String {
+    fn since(&self, before: &Seen, who: &str, cpu: f64) -> String {
         format!(
-            "CPU controller {controller_cpu:.2} s, kube-apiserver {:.2} s, etcd {:.2} s; \
+            "CPU {who} {cpu:.3} s, kube-apiserver {:.2} s, etcd {:.2} s; \
              watch events (apiservices) {}; requests:{}",
             self.apiserver_cpu - before.apiserver_cpu,
             self.etcd_cpu - before.etcd_cpu,
