@@ -170,13 +170,27 @@ fn bin_dir() -> PathBuf {
     root.join(version())
 }
 
-/// A free port on 127.0.0.1 (the listener is closed before the port is handed out).
+/// A free port on 127.0.0.1 for a process the test starts (the probing listener is closed
+/// before the port is handed out). Taken below Linux's ephemeral range (32768–60999), from
+/// a counter of this test binary: a port the OS hands out for `bind(:0)` in between — a
+/// parallel test's server, a client's connection — could otherwise take it before
+/// kube-apiserver or etcd binds it ("address already in use").
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    const FIRST: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    // Binaries of one `cargo test` run one after another; a start apart per process keeps
+    // two binaries run at once (make soak, two checkouts) from walking the same ports.
+    let base = (std::process::id() % u32::from(SPAN)) as u16;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = FIRST + (base.wrapping_add(n.wrapping_mul(7)) % SPAN);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 127.0.0.1:{FIRST}..{}", FIRST + SPAN)
 }
 
 impl Kube {
