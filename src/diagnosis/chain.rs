@@ -532,7 +532,7 @@ fn walk(
         ),
         other => return if other.is_served() { None } else {
             let (_, _, message) = condition(&f.api_service);
-            set(d, other, reported(other, &message), fix_for(other, "", "", ""));
+            set(d, other, reported(other, &message), fix_for(other, ns, name, host));
             Some(())
         },
     }
