@@ -48,31 +48,41 @@ KUBE_NEWEST := $(firstword $(KUBE_VERSIONS))
 KUBE_OLDEST := $(lastword $(KUBE_VERSIONS))
 # The test binaries that start the real kube-apiserver: `make test` runs them on the oldest
 # version too, and `make compat` on every version.
-KUBE_TESTS := $(patsubst tests/%.rs,--test %,$(shell grep -l 'support/kube.rs' tests/*.rs))
+KUBE_TEST_NAMES := $(patsubst tests/%.rs,%,$(shell grep -l 'support/kube.rs' tests/*.rs))
+KUBE_TESTS := $(patsubst %,--test %,$(KUBE_TEST_NAMES))
+# Test binaries run at once by `make test` (scripts/test-run.sh): they mostly wait on
+# servers and timers, so three share 2 cores well.
+TEST_JOBS ?= 3
 
-.PHONY: build test compat kube tools deploy soak demo static static-all check-size dist image bench bench-micro fmt clippy chaos msrv
+.PHONY: build test test-go test-rust compat kube tools deploy soak demo static static-all check-size dist image bench bench-micro fmt clippy chaos msrv
 
 build:
 	$(CARGO) build --release
 
+# The Go builds (the real servers, helm and promtool) and the Rust builds run side by side:
+# each has long single-threaded stretches (Go's links, the static binaries' LTO) that the
+# other fills. Then every test binary, three at a time (scripts/test-run.sh), and the
+# real-server ones again on the oldest supported Kubernetes.
+test:
+	scripts/test-deps.sh "$(PY_DIR)"
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-go test-rust
+	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" \
+	  AUTOREGISTER_KUBE_VERSION=$(KUBE_NEWEST) AUTOREGISTER_TOOLS_BIN="$(TOOLS_DIR)" \
+	  AUTOREGISTER_STATIC_BINS="$(STATIC_BINS)" CARGO="$(CARGO)" \
+	  scripts/test-run.sh "$(TARGET_DIR)/test-logs" $(TEST_JOBS) $(KUBE_OLDEST) "$(KUBE_TEST_NAMES)" --features testing
+
+test-go:
+	scripts/kube-build.sh "$(KUBE_DIR)" $(KUBE_NEWEST) $(KUBE_OLDEST)
+	scripts/tools-build.sh "$(TOOLS_DIR)"
+
 # `cargo doc` as docs.rs builds the crate: no broken intra-doc link, no warning. The doc
 # checks (tests/docs.rs) and the guides' doctests run with the other tests.
-test:
+test-rust:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features testing -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --no-default-features
-	scripts/test-deps.sh "$(PY_DIR)"
-	scripts/kube-build.sh "$(KUBE_DIR)" $(KUBE_NEWEST) $(KUBE_OLDEST)
-	$(MAKE) static-all
-	scripts/tools-build.sh "$(TOOLS_DIR)"
-	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" \
-	  AUTOREGISTER_KUBE_VERSION=$(KUBE_NEWEST) AUTOREGISTER_TOOLS_BIN="$(TOOLS_DIR)" \
-	  AUTOREGISTER_STATIC_BINS="$(STATIC_BINS)" $(CARGO) test --features testing
-	@echo "make test: the real-server tests again on the oldest supported Kubernetes, $(KUBE_OLDEST)"
-	PYTHONPATH="$(PY_DIR)$${PYTHONPATH:+:$$PYTHONPATH}" AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" \
-	  AUTOREGISTER_KUBE_VERSION=$(KUBE_OLDEST) AUTOREGISTER_TOOLS_BIN="$(TOOLS_DIR)" \
-	  AUTOREGISTER_STATIC_BINS="$(STATIC_BINS)" $(CARGO) test --features testing $(KUBE_TESTS) -- --skip test_server
-	$(MAKE) check-size
+	$(MAKE) --no-print-directory check-size
+	$(CARGO) test --features testing --no-run
 
 # The real-server tests on every supported Kubernetes version, then a table: version,
 # tests passed and failed, time. COMPAT="v1.33.13 v1.32.13" runs only those.

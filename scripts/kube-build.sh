@@ -58,6 +58,8 @@ fresh() {
 # etcd: one build for every version.
 etcd_stamp="$( (cat "$0" "$kube"/etcd/go.mod "$kube"/etcd/go.sum "$kube"/etcd/*.go; echo "$gover") | sha256sum | cut -c1-16)"
 if ! fresh "$dir/etcd" "$etcd_stamp" etcd; then
+  # A folder from before builds were kept per version held the binaries themselves.
+  [ -d "$dir/etcd" ] || rm -f "$dir/etcd" "$dir/kube-apiserver" "$dir/sample-apiserver" "$dir/stamp" "$dir/build.log"
   mkdir -p "$dir/etcd"
   rm -f "$dir/etcd/stamp" "$dir/etcd/build.log"
   start=$(date +%s)
