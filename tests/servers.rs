@@ -413,8 +413,10 @@ fn registered_means_served_through_the_real_aggregator() {
     let kube_target = Cluster::kube();
 
     let mut args = n.flags().to_vec();
-    // Long enough to see the broken discovery before the withdrawal mends it.
-    args.extend_from_slice(&["--withdraw-unavailable", "5s"]);
+    // Long enough to see the broken discovery before the withdrawal mends it: the delay
+    // runs from the aggregator's transition, and the checks between (kubectl, each up to a
+    // second with three test binaries and their servers on 2 cores) took over 5 s once.
+    args.extend_from_slice(&["--withdraw-unavailable", "15s"]);
     let run = Proc::run(kube_target.target(), &s, &args);
     let served = || {
         k.kubectl(&[
@@ -447,7 +449,7 @@ fn registered_means_served_through_the_real_aggregator() {
     // Withdrawn after the --withdraw-unavailable delay: the group leaves discovery, which
     // is whole again.
     assert!(
-        binary::wait_until(|| k.get_apiservice(name).is_none()),
+        binary::wait_until_for(Duration::from_secs(40), || k.get_apiservice(name).is_none()),
         "not withdrawn: {:?}\n{}",
         available(k, name),
         run.log()
