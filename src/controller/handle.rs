@@ -258,7 +258,7 @@ impl EventHandler<APIService> for Enqueue {
         // kube-aggregator writes the status of every new APIService (and again at each change
         // of its availability): a sync of such an event decides what the previous one did,
         // unless withdrawal reads the availability. Its transition is recorded above; wake
-        // `--wait-available`, which waits on sync outcomes.
+        // `--wait-available` (an observer: the `--once` waiter reads no status).
         if let Some(inner) = self.inner.upgrade() {
             // A resync delivers the object twice, unchanged: that one is synced.
             let written = old.metadata.resource_version != new.metadata.resource_version;
@@ -268,7 +268,7 @@ impl EventHandler<APIService> for Enqueue {
                 && old.changed_only_in_status(new)
                 && !inner.availability.decides(new.name())
             {
-                inner.state.wake_all();
+                inner.state.status_observed();
                 return;
             }
         }
@@ -661,7 +661,8 @@ impl Controller {
                 })
                 .collect()
         };
-        inner.state.wait_until(deadline, || {
+        // Reads the cached objects' status: woken by every status change the watch shows.
+        inner.state.wait_observing(deadline, || {
             not_available().is_empty() || inner.queue.is_shutting_down()
         });
         let left = not_available();

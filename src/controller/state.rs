@@ -1,6 +1,7 @@
 //! What the controller remembers between syncs: desired set, synced-once names, names present at start.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -78,9 +79,17 @@ pub(crate) struct State {
     /// Our last successful apply per name: to tell our own apply not yet seen from
     /// someone undoing it.
     applies: Mutex<HashMap<Arc<str>, LastApply>>,
-    /// Notified after every sync outcome so waiters re-check convergence.
+    /// Notified when an outcome changes what a convergence waiter reads (a name synced for
+    /// the first time, a failure, a guard), and on every outcome and observed object while
+    /// an observer waits (see [`wait_observing`](Self::wait_observing)).
     progress: Condvar,
     progress_lock: Mutex<()>,
+    /// Waiters that read the cached objects themselves (`--wait-available`): they are woken
+    /// by every outcome and observed status, not only by changes of the sets above.
+    observers: AtomicUsize,
+    /// How many times waiters were woken, for tests of who wakes whom.
+    #[cfg(test)]
+    wakes: AtomicUsize,
 }
 
 impl State {
@@ -110,8 +119,7 @@ impl State {
             return;
         }
         if self.removed.lock().remove(name) {
-            let _guard = self.progress_lock.lock();
-            self.progress.notify_all();
+            self.notify();
         }
     }
 
@@ -126,8 +134,7 @@ impl State {
     /// A create of `name` failed: as far as this process knows, nothing was created.
     pub(crate) fn forget_create(&self, name: &str) {
         if self.unseen_creates.lock().remove(name).is_some() {
-            let _guard = self.progress_lock.lock();
-            self.progress.notify_all();
+            self.notify();
         }
     }
 
@@ -166,9 +173,10 @@ impl State {
             });
             ours == Some(true) && unseen.remove(name).is_some()
         };
-        if seen {
-            let _guard = self.progress_lock.lock();
-            self.progress.notify_all();
+        // A convergence waiter reads unseen creates only for removed names (every create
+        // is seen once: waking the `--once` waiter for each cost a thread switch per object).
+        if seen && (self.removed.lock().contains(name) || self.observed()) {
+            self.notify();
         }
     }
 
@@ -191,8 +199,7 @@ impl State {
     pub(crate) fn note_relisted(&self) {
         self.deleted_uids.lock().clear();
         self.unseen_creates.lock().clear();
-        let _guard = self.progress_lock.lock();
-        self.progress.notify_all();
+        self.notify();
     }
 
     /// The desired entry for a name.
@@ -313,14 +320,18 @@ impl State {
         (done, total)
     }
 
-    /// Records a sync outcome and wakes convergence waiters; returns whether a name
+    /// Records a sync outcome and wakes the waiters it concerns; returns whether a name
     /// just became blocked for this reason (so the caller warns once, not per event).
+    ///
+    /// A repeat of `Synced` (the sync a watch event of our own write brings, nearly always
+    /// "nothing to do") changes nothing a convergence waiter reads: it wakes only observers.
     pub(crate) fn record_outcome(&self, name: &str, outcome: Outcome) -> bool {
         let mut newly_blocked = false;
-        match outcome {
+        let changed = match outcome {
             Outcome::Synced => {
                 // Most outcomes are repeats (a watch event for our own write): no new String.
-                if !self.synced_once.lock().contains(name) {
+                let first = !self.synced_once.lock().contains(name);
+                if first {
                     // The desired key when there is one (looked up before taking the set's
                     // lock: the scans take the desired map first).
                     let key = self
@@ -330,27 +341,32 @@ impl State {
                         .map_or_else(|| Arc::from(name), |(k, _)| k.clone());
                     self.synced_once.lock().insert(key);
                 }
-                self.failures.lock().remove(name);
-                self.blocked.lock().remove(name);
-                self.rejected.lock().remove(name);
+                let failed = self.failures.lock().remove(name).is_some();
+                let blocked = self.blocked.lock().remove(name).is_some();
+                let rejected = self.rejected.lock().remove(name).is_some();
+                first || failed || blocked || rejected
             }
             Outcome::Rejected(why) => {
                 // Waiting does not help either: `--once` stops waiting for it, as for a guard.
                 self.blocked.lock().insert(name.to_string(), why.clone());
                 self.failures.lock().insert(name.to_string(), why);
+                true
             }
             Outcome::Failed(e) => {
                 self.failures.lock().insert(name.to_string(), e);
                 self.blocked.lock().remove(name);
+                true
             }
             Outcome::Blocked(why) => {
                 let previous = self.blocked.lock().insert(name.to_string(), why.clone());
                 newly_blocked = previous.as_deref() != Some(why.as_str());
                 self.failures.lock().insert(name.to_string(), why);
+                true
             }
+        };
+        if changed || self.observed() {
+            self.notify();
         }
-        let _guard = self.progress_lock.lock();
-        self.progress.notify_all();
         newly_blocked
     }
 
@@ -384,7 +400,9 @@ impl State {
         self.failures.lock().get(name).cloned()
     }
 
-    /// Blocks until `done()` holds or `deadline` passes; re-checked after every outcome.
+    /// Blocks until `done()` holds or `deadline` passes; re-checked after every outcome
+    /// that changes what it reads (names synced, failed, blocked, removed; the cache's sync;
+    /// shutdown) and every 100 ms.
     pub(crate) fn wait_until(
         &self,
         deadline: std::time::Instant,
@@ -411,8 +429,44 @@ impl State {
         }
     }
 
-    /// Wakes every waiter (at shutdown, and when a status change that needs no sync was seen).
+    /// [`wait_until`](Self::wait_until) for a `done` that reads the cached objects: it is
+    /// re-checked after every sync outcome and every status change the watch shows too.
+    pub(crate) fn wait_observing(
+        &self,
+        deadline: std::time::Instant,
+        done: impl FnMut() -> bool,
+    ) -> bool {
+        struct Observing<'a>(&'a AtomicUsize);
+        impl Drop for Observing<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.observers.fetch_add(1, Ordering::SeqCst);
+        let _observing = Observing(&self.observers);
+        self.wait_until(deadline, done)
+    }
+
+    /// Whether an observer waits (see [`wait_observing`](Self::wait_observing)).
+    fn observed(&self) -> bool {
+        self.observers.load(Ordering::SeqCst) > 0
+    }
+
+    /// Wakes every waiter (at shutdown, when the cache syncs).
     pub(crate) fn wake_all(&self) {
+        self.notify();
+    }
+
+    /// Wakes observers, if any wait: a status change that needs no sync was seen.
+    pub(crate) fn status_observed(&self) {
+        if self.observed() {
+            self.notify();
+        }
+    }
+
+    fn notify(&self) {
+        #[cfg(test)]
+        self.wakes.fetch_add(1, Ordering::SeqCst);
         let _guard = self.progress_lock.lock();
         self.progress.notify_all();
     }
@@ -536,5 +590,63 @@ mod tests {
         assert!(s.created_unseen("b"));
         s.note_deleted("b", Some("new"));
         assert!(!s.created_unseen("b"));
+    }
+
+    #[test]
+    fn a_repeated_outcome_or_a_seen_create_wakes_only_observers() {
+        let s = State::default();
+        let wakes = || s.wakes.load(Ordering::SeqCst);
+        s.record_at_start(HashSet::new());
+        s.set_desired("a".into(), desired("a"));
+        let w = wakes();
+        s.record_outcome("a", Outcome::Synced);
+        assert_eq!(wakes(), w + 1, "a name synced for the first time wakes");
+        s.record_outcome("a", Outcome::Synced);
+        s.note_created("a", Some("u1"));
+        s.note_seen("a", Some("u1"));
+        s.status_observed();
+        assert_eq!(
+            wakes(),
+            w + 1,
+            "a repeat, a create seen and a status change concern no convergence waiter"
+        );
+        s.record_outcome("a", Outcome::Failed("boom".into()));
+        s.record_outcome("a", Outcome::Synced);
+        assert_eq!(
+            wakes(),
+            w + 3,
+            "a failure and the success that clears it wake"
+        );
+        s.record_outcome("a", Outcome::Blocked("not ours".into()));
+        assert_eq!(wakes(), w + 4, "a guard wakes (the waiter stops for it)");
+        s.record_outcome("a", Outcome::Synced);
+        // A create seen after its name was removed: the waiter waits for it.
+        s.note_created("a", Some("u2"));
+        s.remove_desired("a");
+        let w = wakes();
+        s.note_seen("a", Some("u2"));
+        assert_eq!(wakes(), w + 1, "a removed name's create seen wakes");
+        // An observer (`--wait-available`) reads the objects: woken by everything.
+        s.observers.fetch_add(1, Ordering::SeqCst);
+        let w = wakes();
+        s.record_outcome("a", Outcome::Synced);
+        s.status_observed();
+        s.note_created("b", Some("u3"));
+        s.note_seen("b", Some("u3"));
+        assert_eq!(wakes(), w + 3, "observers see every outcome and status");
+        s.observers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn an_observer_counts_only_while_it_waits() {
+        let s = State::default();
+        let mut checks = 0;
+        let past = std::time::Instant::now();
+        assert!(s.wait_observing(past, || {
+            checks += 1;
+            s.observed()
+        }));
+        assert_eq!(checks, 1);
+        assert!(!s.observed(), "the wait is over: no observer left");
     }
 }
