@@ -9,7 +9,7 @@ mod binary;
 mod configmap;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use autoregister::testserver::TestServer;
 use base64::Engine;
@@ -450,14 +450,7 @@ fn plan_prints_the_bundle_as_subject_fingerprint_and_expiry_and_a_bad_source_as_
 #[test]
 fn a_bundle_expiring_soon_gets_a_warning_event() {
     let server = TestServer::start();
-    // Three days from now.
-    let days = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        / 86_400
-        + 3;
-    let pem = ca_until("short-lived", civil(days as i64));
+    let pem = ca_until("short-lived", binary::date_in_days(3));
     put_secret(&server, tls_secret(SECRET, &pem));
     let s = Scratch::new("ca-expiry");
     s.write("a.yaml", &from_secret("a.example.com", "certs/api-ca"));
@@ -493,20 +486,6 @@ fn a_literal_bundle_beside_a_source_is_a_manifest_error_naming_both() {
         log.contains("spec.caBundle and annotation autoregister.dev/inject-ca-from-secret both set the CA bundle"),
         "{log}"
     );
-}
-
-/// (year, month, day) of `days` since 1970-01-01 (Howard Hinnant's civil_from_days).
-fn civil(days: i64) -> (i32, u8, u8) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u8;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-    let y = (yoe + era * 400 + i64::from(m <= 2)) as i32;
-    (y, m, d)
 }
 
 /// An APIService object for the library, `v1.<group>`, served by `ns/svc`.

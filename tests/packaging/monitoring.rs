@@ -23,11 +23,7 @@ use crate::{chart_dir, repo, yaml_docs};
 
 /// A CA certificate valid until `days` from now (negative: expired), PEM.
 fn ca_pem(days: i64) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    let (y, m, d) = civil((now / 86400) + days);
+    let (y, m, d) = crate::binary::date_in_days(days);
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     p.distinguished_name
@@ -42,20 +38,6 @@ fn ca_pem(days: i64) -> String {
 pub fn ca_pem_base64(days: i64) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(ca_pem(days))
-}
-
-/// The civil date of a count of days since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil(days: i64) -> (i32, u8, u8) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y as i32, m as u8, d as u8)
 }
 
 /// One tick: every replica's samples (an `instance` and a `job` label added, as a

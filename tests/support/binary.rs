@@ -503,3 +503,14 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
 pub fn exe() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_autoregister"))
 }
+
+/// (year, month, day), UTC, of `days` from today (negative: before), as the crate writes
+/// dates (`api::time`): for certificates that expire on a given day.
+pub fn date_in_days(days: i64) -> (i32, u8, u8) {
+    let now = std::time::SystemTime::now();
+    let shift = Duration::from_secs(days.unsigned_abs() * 86_400);
+    let t = if days < 0 { now - shift } else { now + shift };
+    let text = autoregister::api::time::format_rfc3339(t);
+    let field = |r: std::ops::Range<usize>| text[r].parse::<i32>().unwrap();
+    (field(0..4), field(5..7) as u8, field(8..10) as u8)
+}
