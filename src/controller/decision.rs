@@ -502,7 +502,7 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
                 Some(_) if facts.withdrawal == Withdrawal::Held => (Action::None, WITHDRAWN_HELD),
                 // 2B, 2C
                 Some(d) => (
-                    Action::Create(Applied::of(ownership, d).config),
+                    Action::Create(Applied::config(ownership, d)),
                     "desired, absent",
                 ),
             };

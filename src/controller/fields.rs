@@ -34,6 +34,12 @@ pub struct Applied {
 impl Applied {
     /// The configuration `ownership` applies for `desired` (its CA bundle filled in).
     pub fn of(ownership: &Ownership, desired: &Desired) -> Applied {
+        Applied::from_config(Applied::config(ownership, desired))
+    }
+
+    /// What an apply or a create sends for `desired`, without listing its fields (a
+    /// create compares nothing).
+    pub fn config(ownership: &Ownership, desired: &Desired) -> APIService {
         let labelled = ownership.labelled(&desired.object, desired.mode);
         let mut config = APIService::new(labelled.name(), labelled.spec.clone());
         config.metadata.labels = labelled.metadata.labels.clone();
@@ -43,7 +49,7 @@ impl Applied {
                 config.metadata.extra.insert(key.to_string(), v.clone());
             }
         }
-        Applied::from_config(config)
+        config
     }
 
     /// A configuration as it is: what it sets is what it declares.
@@ -71,7 +77,7 @@ impl Applied {
 
     /// How `current` compares with this configuration, for `manager`'s writes.
     pub fn compare(&self, current: &APIService, manager: &str) -> Comparison {
-        let object = serde_json::to_value(current).unwrap_or(Value::Null);
+        let object = scoped_object(current);
         let differs: Vec<FieldPath> = self
             .declared
             .iter()
@@ -94,30 +100,14 @@ impl Applied {
             )
         {
             // Releasing what the object does not hold changes nothing; a default our old
-            // entry owns for having created the object comes back as it was.
+            // entry owns for having created the object comes back as it was. (Our writes
+            // set only the scoped fields, so the scoped object holds all we can own.)
             let present = value_at(&object, field);
             let defaulted = by_update_only
                 && present.is_some_and(|v| is_default(field, v))
                 && !applied.is_some_and(|a| a.fields.contains(field));
             if present.is_some() && !defaulted && !self.declares(field) {
                 released.insert(field.clone());
-            }
-        }
-        let mut kept = Vec::new();
-        let mut fields = Vec::new();
-        leaves(&scoped(&object), &mut Vec::new(), &mut fields);
-        for (p, _) in fields {
-            if self.declares(&p) {
-                continue;
-            }
-            let by: Vec<String> = owners
-                .map(|o| o.owners_of(&p, manager))
-                .unwrap_or_default()
-                .into_iter()
-                .map(str::to_string)
-                .collect();
-            if !by.is_empty() {
-                kept.push((p, by));
             }
         }
         // Only a release needs our update entry moved first: the apply releases what our
@@ -129,8 +119,29 @@ impl Applied {
             differs,
             released: released.into_iter().collect(),
             migrate,
-            kept,
         }
+    }
+
+    /// The fields of `current` this configuration does not declare that managers other
+    /// than `manager` own, with those managers: what an apply leaves to them (`plan`).
+    pub fn kept(&self, current: &APIService, manager: &str) -> Vec<(FieldPath, Vec<String>)> {
+        let Some(owners) = current.metadata.field_ownership() else {
+            return Vec::new();
+        };
+        let mut fields = Vec::new();
+        leaves(&scoped_object(current), &mut Vec::new(), &mut fields);
+        fields
+            .into_iter()
+            .filter(|(p, _)| !self.declares(p))
+            .filter_map(|(p, _)| {
+                let by: Vec<String> = owners
+                    .owners_of(&p, manager)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect();
+                (!by.is_empty()).then_some((p, by))
+            })
+            .collect()
     }
 
     /// Whether `current`'s spec has every declared spec field's value (for an object that
@@ -155,8 +166,6 @@ pub struct Comparison {
     /// field to release: the entry moves into our apply entry before the apply, so that
     /// the apply can release it.
     pub migrate: bool,
-    /// Fields we do not declare that other managers own, with those managers.
-    pub kept: Vec<(FieldPath, Vec<String>)>,
 }
 
 impl Comparison {
@@ -183,6 +192,32 @@ fn scoped(obj: &Value) -> Value {
     }
     if let Some(spec) = obj.get("spec").filter(|v| !v.is_null()) {
         out.insert("spec".into(), spec.clone());
+    }
+    Value::Object(out)
+}
+
+/// [`scoped`] of a typed object, serializing only those parts: decisions compare every
+/// watched object, and its `managedFields` and status are most of its JSON.
+fn scoped_object(obj: &APIService) -> Value {
+    let meta = &obj.metadata;
+    let mut m = Map::new();
+    let maps = [("labels", &meta.labels), ("annotations", &meta.annotations)];
+    for (key, map) in maps {
+        if let Some(v) = map.as_ref().and_then(|v| serde_json::to_value(v).ok()) {
+            m.insert(key.into(), v);
+        }
+    }
+    for key in ["finalizers", "ownerReferences"] {
+        if let Some(v) = meta.extra.get(key).filter(|v| !v.is_null()) {
+            m.insert(key.into(), v.clone());
+        }
+    }
+    let mut out = Map::new();
+    if !m.is_empty() {
+        out.insert("metadata".into(), Value::Object(m));
+    }
+    if let Some(spec) = serde_json::to_value(&obj.spec).ok().filter(|v| !v.is_null()) {
+        out.insert("spec".into(), spec);
     }
     Value::Object(out)
 }
@@ -408,7 +443,7 @@ pub fn others_owning<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{APIServiceSpec, RawJson, ServiceReference};
+    use crate::api::{APIServiceSpec, RawJson, ServiceReference, StringMap};
     use crate::controller::decision::SyncMode;
 
     const ME: &str = "autoregister";
@@ -460,6 +495,29 @@ mod tests {
     }
 
     #[test]
+    fn the_typed_scope_is_the_scope_of_the_whole_objects_json() {
+        let d = desired(Some(b"ca"));
+        let mut obj = stored(&d, json!([ours(json!({"f:spec": spec_fields()}))]));
+        obj.metadata.annotations = Some(StringMap::from([("a".to_string(), "b".to_string())]));
+        obj.metadata.extra.insert("finalizers".into(), json!(["x/y"]));
+        obj.metadata
+            .extra
+            .insert("ownerReferences".into(), json!([{"uid": "o", "name": "n"}]));
+        obj.metadata.extra.insert("generateName".into(), json!("g"));
+        obj.status = serde_json::from_value(
+            json!({"conditions": [{"type": "Available", "status": "True"}]}),
+        )
+        .unwrap();
+        let whole = serde_json::to_value(&obj).unwrap();
+        assert!(whole["metadata"]["managedFields"].is_array());
+        assert_eq!(scoped_object(&obj), scoped(&whole));
+        assert_eq!(
+            scoped_object(&APIService::default()),
+            scoped(&serde_json::to_value(APIService::default()).unwrap())
+        );
+    }
+
+    #[test]
     fn the_configuration_declares_the_manifests_fields_and_our_label_only() {
         let a = Applied::of(&Ownership::default(), &desired(None));
         assert_eq!(
@@ -487,10 +545,11 @@ mod tests {
                     "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:caBundle": {}}}}]),
         );
         obj.spec.ca_bundle = Some(b"injected".to_vec().into_boxed_slice());
-        let c = Applied::of(&Ownership::default(), &d).compare(&obj, ME);
+        let a = Applied::of(&Ownership::default(), &d);
+        let c = a.compare(&obj, ME);
         assert!(!c.needs_apply(), "{c:?}");
         assert_eq!(
-            c.kept
+            a.kept(&obj, ME)
                 .iter()
                 .map(|(p, by)| format!("{p}: {}", by.join(",")))
                 .collect::<Vec<_>>(),

@@ -157,8 +157,7 @@ pub fn plan(args: &PlanArgs, stop: &Stop) -> Result<i32, Failure> {
             if let (Some(cur), Some(want)) = (current, desired.get(name)) {
                 if ownership.is_managed(cur) || matches!(e.action, Action::Adopt(_)) {
                     e.kept = Applied::of(&ownership, want)
-                        .compare(cur, &ownership.field_manager)
-                        .kept
+                        .kept(cur, &ownership.field_manager)
                         .into_iter()
                         .map(|(p, by)| (p.to_string(), by))
                         .collect();
