@@ -215,6 +215,24 @@ impl TimerHandle {
         }
     }
 
+    /// Runs the task as soon as the thread is free, unless a run is already scheduled (for
+    /// a task that does at each run all there is to do, and schedules the next run itself).
+    pub fn wake_if_idle(&self) {
+        let wake = {
+            let mut s = self.shared.state.lock();
+            match s.tasks.get_mut(&self.id) {
+                Some(e) if e.at.is_none() => {
+                    e.at = Some(self.shared.clock.now());
+                    true
+                }
+                _ => false,
+            }
+        };
+        if wake {
+            self.shared.wakeup.wake();
+        }
+    }
+
     /// Runs the task as soon as the thread is free.
     pub fn schedule_now(&self) {
         self.schedule(self.shared.clock.now());
@@ -289,6 +307,22 @@ mod tests {
         clock.advance(Duration::from_secs(1));
         eventually(|| c.runs.load(Ordering::SeqCst) == 1);
         clock.advance(Duration::from_secs(10));
+        eventually(|| c.runs.load(Ordering::SeqCst) == 2);
+    }
+
+    #[test]
+    fn wake_if_idle_runs_an_idle_task_and_keeps_a_scheduled_ones_deadline() {
+        let clock = Arc::new(ManualClock::new());
+        let timers = Timers::with_clock("t", clock.clone());
+        let c = counter(None);
+        let h = timers.add(c.clone(), Some(clock.now() + Duration::from_secs(60)));
+        h.wake_if_idle();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(c.runs.load(Ordering::SeqCst), 0, "kept its deadline");
+        clock.advance(Duration::from_secs(60));
+        eventually(|| c.runs.load(Ordering::SeqCst) == 1);
+        // Ran and asked for nothing more: idle, so a wake runs it at once.
+        h.wake_if_idle();
         eventually(|| c.runs.load(Ordering::SeqCst) == 2);
     }
 

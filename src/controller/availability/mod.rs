@@ -106,7 +106,13 @@ impl Availability {
             ),
             Some((_, Err(e))) => {
                 let mut entries = self.entries.lock();
-                let entry = entries.entry(name.to_string()).or_default();
+                // No key allocated for a name already there: every watch event of ours passes here.
+            if !entries.contains_key(name) {
+                entries.insert(name.to_string(), Entry::default());
+            }
+            let Some(entry) = entries.get_mut(name) else {
+                return;
+            };
                 if entry.warned.as_deref() != Some(e.as_str()) {
                     warn!("{name}: {e}; not withdrawn when unavailable");
                     entry.warned = Some(e.clone());
@@ -120,7 +126,13 @@ impl Availability {
             if after.is_none() && !entries.contains_key(name) {
                 // Nothing to remember (the common case with withdrawal off).
             } else {
-                let entry = entries.entry(name.to_string()).or_default();
+                // No key allocated for a name already there: every watch event of ours passes here.
+            if !entries.contains_key(name) {
+                entries.insert(name.to_string(), Entry::default());
+            }
+            let Some(entry) = entries.get_mut(name) else {
+                return;
+            };
                 entry.after = after;
                 entry.service = service.clone();
                 if desired.is_none() {
@@ -149,7 +161,13 @@ impl Availability {
                 // No aggregator reports on it (yet): nothing to remember.
                 return;
             }
-            let entry = entries.entry(name.to_string()).or_default();
+            // No key allocated for a name already there: every watch event of ours passes here.
+            if !entries.contains_key(name) {
+                entries.insert(name.to_string(), Entry::default());
+            }
+            let Some(entry) = entries.get_mut(name) else {
+                return;
+            };
             let before = entry.observed.replace(now.clone());
             if now.is_unavailable() {
                 entry.last_unavailable = Some(now.clone());
@@ -168,21 +186,13 @@ impl Availability {
         match &now {
             Observed::Unavailable { .. } => {
                 info!("{name} is {now}");
-                self.events.record(
-                    name,
-                    uid,
-                    EventReason::Unavailable,
-                    &format!("{name} is {now}"),
-                );
+                self.events
+                    .record_with(name, uid, EventReason::Unavailable, || format!("{name} is {now}"));
             }
             Observed::Available { .. } => {
                 info!("{name} is {now}");
-                self.events.record(
-                    name,
-                    uid,
-                    EventReason::Available,
-                    &format!("{name} is {now}"),
-                );
+                self.events
+                    .record_with(name, uid, EventReason::Available, || format!("{name} is {now}"));
             }
             Observed::Unknown => log::debug!("{name}: {now}"),
         }

@@ -117,6 +117,10 @@ impl EventRecorder {
         let Some(shared) = &self.shared else {
             return;
         };
+        if shared.tx.is_full() {
+            debug!("event {reason} for {name}: queue full, dropped");
+            return;
+        }
         let note = truncate(note, MAX_NOTE_BYTES);
         if !shared
             .dedup
@@ -130,9 +134,11 @@ impl EventRecorder {
         // Counted before it is queued, so the writer never sees it uncounted.
         shared.pending.fetch_add(1, Ordering::SeqCst);
         match shared.tx.try_send((reason, event)) {
+            // A writer waiting for its next token takes this one in turn: waking it for
+            // every Event of a thousand creates would only put it back to sleep.
             Ok(()) => {
                 if let Some(t) = &*shared.task.lock() {
-                    t.schedule_now();
+                    t.wake_if_idle();
                 }
             }
             Err(e) => {
@@ -141,6 +147,25 @@ impl EventRecorder {
                     debug!("event {reason} for {name}: queue full, dropped");
                 }
             }
+        }
+    }
+
+    /// [`record`](Self::record), with the note made only for an Event that can be queued:
+    /// a thousand registrations at once record a thousand Events, most of them past the
+    /// queue's capacity.
+    pub fn record_with(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+        reason: EventReason,
+        note: impl FnOnce() -> String,
+    ) {
+        match &self.shared {
+            Some(shared) if shared.tx.is_full() => {
+                debug!("event {reason} for {name}: queue full, dropped");
+            }
+            Some(_) => self.record(name, uid, reason, &note()),
+            None => {}
         }
     }
 
