@@ -113,19 +113,33 @@ fn take_over(cx: &SyncContext<'_>, name: &str, a: &Apply) -> Result<Option<Box<s
 }
 
 /// What an applied configuration sets, hashed (not the UID an apply carries, which names
-/// the object, not a field).
+/// the object, not a field). Streamed into the hasher: every write computes it.
 pub(crate) fn config_fingerprint(config: &APIService) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let mut v = serde_json::to_value(config).ok()?;
-    if let Some(m) = v
-        .get_mut("metadata")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        m.remove("uid");
+    use std::hash::Hasher;
+    /// Feeds what serde_json writes to a hasher.
+    struct HashWriter(std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.write(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
-    v.to_string().hash(&mut h);
-    Some(h.finish())
+    let m = &config.metadata;
+    let sets = (
+        &config.api_version,
+        &config.kind,
+        &m.name,
+        &m.labels,
+        &m.annotations,
+        &m.extra,
+        &config.spec,
+    );
+    let mut h = HashWriter(Default::default());
+    serde_json::to_writer(&mut h, &sets).ok()?;
+    Some(h.0.finish())
 }
 
 /// A put-back of declared fields someone else changed (`contest`, their writers from
@@ -207,7 +221,7 @@ pub(crate) struct Prior {
     pub(crate) cached_rv: Option<Box<str>>,
     /// What the write sends, hashed (a create sends the configuration an apply would; a
     /// delete is [`DELETED`]).
-    written: Option<u64>,
+    pub(crate) written: Option<u64>,
     /// The same write as our last, to an object that changed (or went, or came back)
     /// since: someone undid it.
     pub(crate) put_back: bool,

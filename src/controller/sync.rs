@@ -217,7 +217,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
             return Ok(Some(wait));
         }
     };
-    let fingerprint = write_fingerprint(&decision.action, prior.cached_rv.as_deref());
+    let fingerprint = write_fingerprint(&decision.action, &prior);
     if let (Some(fp), Some(r)) = (fingerprint, cx.state.rejection(name)) {
         let age = r.at.elapsed();
         if r.fingerprint == fp && age < REJECTED_RETRY {
@@ -349,10 +349,11 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
                 }
             }
             if let Some(reason) = reason {
-                let note = format!("{verb} by autoregister: {why} (cell {cell})");
                 cx.report
                     .events
-                    .record(name, written_uid.as_deref(), reason, &note);
+                    .record_with(name, written_uid.as_deref(), reason, || {
+                        format!("{verb} by autoregister: {why} (cell {cell})")
+                    });
             }
             // Our own withdrawal and restore undo nobody's work.
             let ours = if withdrawing {
@@ -514,18 +515,18 @@ fn rejected(
 
 /// What a write would send and to which version of the object, hashed: the same
 /// fingerprint means the same write to the same object. `None` for no write.
-fn write_fingerprint(action: &Action, cached_rv: Option<&str>) -> Option<u64> {
+fn write_fingerprint(action: &Action, prior: &apply::Prior) -> Option<u64> {
     use std::hash::{Hash, Hasher};
-    let (verb, obj) = match action {
-        Action::Create(o) => ("create", o),
-        Action::Update(a) => ("update", &a.config),
-        Action::Adopt(a) => ("adopt", &a.config),
+    let verb = match action {
+        Action::Create(_) => "create",
+        Action::Update(_) => "update",
+        Action::Adopt(_) => "adopt",
         _ => return None,
     };
     let mut h = std::collections::hash_map::DefaultHasher::new();
     verb.hash(&mut h);
-    apply::config_fingerprint(obj)?.hash(&mut h);
-    cached_rv.hash(&mut h);
+    prior.written?.hash(&mut h);
+    prior.cached_rv.hash(&mut h);
     Some(h.finish())
 }
 
