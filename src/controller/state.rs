@@ -344,7 +344,7 @@ impl State {
                 let failed = self.failures.lock().remove(name).is_some();
                 let blocked = self.blocked.lock().remove(name).is_some();
                 let rejected = self.rejected.lock().remove(name).is_some();
-                first || failed || blocked || rejected
+                (first && self.may_be_converged()) || failed || blocked || rejected
             }
             Outcome::Rejected(why) => {
                 // Waiting does not help either: `--once` stops waiting for it, as for a guard.
@@ -368,6 +368,18 @@ impl State {
             self.notify();
         }
         newly_blocked
+    }
+
+    /// Whether a convergence waiter could find its wait over: only once every desired name
+    /// has synced or is held by a guard, so there are at least as many synced and held names
+    /// as desired ones. Until then a first sync, though it changes what the waiter reads,
+    /// cannot end its wait and does not wake it (1,000 creates would wake it 1,000 times).
+    /// Each worker counts after its own insert, so the last name's sync sees the full count.
+    fn may_be_converged(&self) -> bool {
+        let desired = self.desired.read().len();
+        let synced = self.synced_once.lock().len();
+        let blocked = self.blocked.lock().len();
+        synced + blocked >= desired
     }
 
     /// Whether a guard holds `name` (its last outcome was [`Outcome::Blocked`]).
@@ -635,6 +647,30 @@ mod tests {
         s.note_seen("b", Some("u3"));
         assert_eq!(wakes(), w + 3, "observers see every outcome and status");
         s.observers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn first_syncs_wake_the_waiter_only_when_they_can_end_its_wait() {
+        let s = State::default();
+        let wakes = || s.wakes.load(Ordering::SeqCst);
+        s.record_at_start(HashSet::new());
+        for n in ["a", "b", "c", "d"] {
+            s.set_desired(n.into(), desired(n));
+        }
+        let w = wakes();
+        s.record_outcome("a", Outcome::Synced);
+        s.record_outcome("b", Outcome::Synced);
+        assert_eq!(wakes(), w, "two of four synced: the wait cannot be over");
+        s.record_outcome("c", Outcome::Blocked("not ours".into()));
+        assert_eq!(wakes(), w + 1, "a guard wakes");
+        s.record_outcome("d", Outcome::Synced);
+        assert_eq!(
+            wakes(),
+            w + 2,
+            "the last unsynced name but a held one: the waiter stops"
+        );
+        s.record_outcome("c", Outcome::Synced);
+        assert_eq!(wakes(), w + 3, "the held name synced: converged");
     }
 
     #[test]
