@@ -55,9 +55,7 @@ impl Applied {
     /// A configuration as it is: what it sets is what it declares.
     pub fn from_config(config: APIService) -> Applied {
         let mut declared = Vec::new();
-        if let Ok(v) = serde_json::to_value(&config) {
-            leaves(&scoped(&v), &mut Vec::new(), &mut declared);
-        }
+        leaves(&scoped_object(&config), &mut Vec::new(), &mut declared);
         declared.sort_by(|a, b| a.0.cmp(&b.0));
         Applied { config, declared }
     }
@@ -176,7 +174,9 @@ impl Comparison {
 }
 
 /// The part of an object a configuration declares: labels, annotations, finalizers and
-/// owner references of its metadata, and its spec.
+/// owner references of its metadata, and its spec (from its JSON: the reference
+/// [`scoped_object`] is tested against).
+#[cfg(test)]
 fn scoped(obj: &Value) -> Value {
     let mut out = Map::new();
     if let Some(meta) = obj.get("metadata") {
@@ -196,8 +196,10 @@ fn scoped(obj: &Value) -> Value {
     Value::Object(out)
 }
 
-/// [`scoped`] of a typed object, serializing only those parts: decisions compare every
-/// watched object, and its `managedFields` and status are most of its JSON.
+/// The part of an object a configuration declares: labels, annotations, finalizers and
+/// owner references of its metadata, and its spec. Only those parts are serialized:
+/// decisions compare every watched object, and its `managedFields` and status are most of
+/// its JSON.
 fn scoped_object(obj: &APIService) -> Value {
     let meta = &obj.metadata;
     let mut m = Map::new();
