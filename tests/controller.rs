@@ -878,3 +878,59 @@ fn an_object_without_a_name_is_ignored_and_the_rest_converges() {
     assert_eq!(creates.len(), 1, "only the named object is written");
     assert_eq!(creates[0].name.as_deref(), Some("v1.a.example.com"));
 }
+
+/// Syncs of present continuous objects of ours (cell 6C) so far, as the metrics count them.
+fn syncs_of_present_objects(h: &Harness) -> Vec<String> {
+    h.ctl
+        .render_metrics()
+        .lines()
+        .filter(|l| l.starts_with("autoregister_syncs_total{") && l.contains("cell=\"6C\""))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The add event of our own create, stored as sent, brings no sync: it would decide what
+/// the create did. Nor does another writer's change of a field we do not declare. (Every
+/// other test here shows that nothing else changes for them.)
+#[test]
+fn the_add_event_of_our_own_create_and_a_change_of_what_we_do_not_declare_bring_no_sync() {
+    let mut h = Harness::new();
+    let name = "v1.a.example.com";
+    h.start();
+    h.ctl.add_api_service_to_sync(svc("a.example.com", 10));
+    h.converge();
+    h.quiesce();
+    assert_eq!(syncs_of_present_objects(&h), Vec::<String>::new());
+    h.server
+        .update_object_as("someone", "apiservices", None, name, |o| {
+            o["metadata"]["annotations"] = json!({"note": "theirs"});
+        })
+        .unwrap();
+    h.quiesce();
+    assert_eq!(syncs_of_present_objects(&h), Vec::<String>::new());
+    assert_eq!(h.writes(name), ["create 201"], "nothing of ours written");
+}
+
+/// A mutating admission policy changed a declared field of our create: the sync its add
+/// event brings puts the field back.
+#[test]
+fn a_declared_field_admission_changed_on_create_is_put_back() {
+    let mut h = Harness::new();
+    let name = "v1.a.example.com";
+    h.server.set_mutation(Some(std::sync::Arc::new(
+        |plural: &str, obj: &mut Value| {
+            if plural == "apiservices" && obj["metadata"]["name"] == "v1.a.example.com" {
+                obj["spec"]["versionPriority"] = json!(99);
+            }
+        },
+    )));
+    h.start();
+    h.ctl.add_api_service_to_sync(svc("a.example.com", 10));
+    h.converge();
+    wait_until("the declared priority is back", || {
+        h.priority(name) == Some(10)
+    });
+    h.quiesce();
+    assert_eq!(h.writes(name), ["create 201", "patch 200"]);
+    assert_eq!(h.priority(name), Some(10));
+}

@@ -218,7 +218,10 @@ fn scoped_object(obj: &APIService) -> Value {
     if !m.is_empty() {
         out.insert("metadata".into(), Value::Object(m));
     }
-    if let Some(spec) = serde_json::to_value(&obj.spec).ok().filter(|v| !v.is_null()) {
+    if let Some(spec) = serde_json::to_value(&obj.spec)
+        .ok()
+        .filter(|v| !v.is_null())
+    {
         out.insert("spec".into(), spec);
     }
     Value::Object(out)
@@ -501,7 +504,9 @@ mod tests {
         let d = desired(Some(b"ca"));
         let mut obj = stored(&d, json!([ours(json!({"f:spec": spec_fields()}))]));
         obj.metadata.annotations = Some(StringMap::from([("a".to_string(), "b".to_string())]));
-        obj.metadata.extra.insert("finalizers".into(), json!(["x/y"]));
+        obj.metadata
+            .extra
+            .insert("finalizers".into(), json!(["x/y"]));
         obj.metadata
             .extra
             .insert("ownerReferences".into(), json!([{"uid": "o", "name": "n"}]));

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use super::availability::Availability;
 use super::ca::{CaSource, CaSources};
-use super::decision::{Desired, Ownership, SyncMode};
+use super::decision::{Action, Desired, Ownership, SyncMode, DECLARED_UP_TO_DATE};
 use super::events::EventRecorder;
 use super::fights::FightDetector;
 use super::metrics::{ControllerMetrics, Gauges};
@@ -247,9 +247,15 @@ impl EventHandler<APIService> for Enqueue {
     fn on_add(&self, obj: &Arc<APIService>) {
         self.observe(obj, false);
         if let Some(inner) = self.inner.upgrade() {
-            inner
+            let ours = inner
                 .state
                 .note_seen(obj.name(), obj.metadata.uid.as_deref());
+            // Our own create, as the server stored it: its sync would decide what the
+            // create did, unless admission changed a declared field or the manifest
+            // changed while the create was on its way (then the sync puts it right).
+            if ours && inner.up_to_date(obj.name()) {
+                return;
+            }
         }
         self.queue.add(obj.name().to_string());
     }
@@ -269,6 +275,11 @@ impl EventHandler<APIService> for Enqueue {
                 && !inner.availability.decides(new.name())
             {
                 inner.state.status_observed();
+                return;
+            }
+            // Our own apply, or another writer's change of what we do not declare: a sync
+            // would decide "nothing to do" and record the success this name already has.
+            if written && ours && inner.state.settled(new.name()) && inner.up_to_date(new.name()) {
                 return;
             }
         }
@@ -909,6 +920,27 @@ impl Inner {
             self.queue.done(&name);
         }
         heartbeat.retire();
+    }
+
+    /// Whether a sync of `name` now would find every declared field in place and decide
+    /// nothing to do. Entries whose CA bundle comes from a source are left to the sync,
+    /// which fills the bundle in.
+    fn up_to_date(&self, name: &str) -> bool {
+        let Some(desired) = self.state.desired(name) else {
+            return false;
+        };
+        if !matches!(CaSource::of(&desired.object), Ok(None)) {
+            return false;
+        }
+        let d = sync::plan(
+            &self.state,
+            &self.store,
+            &self.ownership,
+            &self.availability,
+            name,
+            Some(desired),
+        );
+        matches!(d.action, Action::None) && d.reason == DECLARED_UP_TO_DATE
     }
 
     /// Whether the cached object `name` carries our ownership label.

@@ -164,7 +164,8 @@ impl State {
 
     /// Notes that the cache showed object `uid` named `name` (an add event, or the create's
     /// own check): an unseen create of that object (or of an unknown UID) is seen.
-    pub(crate) fn note_seen(&self, name: &str, uid: Option<&str>) {
+    /// Answers whether it was this process's create.
+    pub(crate) fn note_seen(&self, name: &str, uid: Option<&str>) -> bool {
         let seen = {
             let mut unseen = self.unseen_creates.lock();
             let ours = unseen.get(name).map(|created| match (created, uid) {
@@ -178,6 +179,7 @@ impl State {
         if seen && (self.removed.lock().contains(name) || self.observed()) {
             self.notify();
         }
+        seen
     }
 
     /// Notes a delete event of object `uid` named `name`: remembered (its create's answer
@@ -380,6 +382,15 @@ impl State {
         let synced = self.synced_once.lock().len();
         let blocked = self.blocked.lock().len();
         synced + blocked >= desired
+    }
+
+    /// Whether `name` has synced and nothing has failed, been held or refused since: a sync
+    /// deciding "nothing to do" would record nothing new.
+    pub(crate) fn settled(&self, name: &str) -> bool {
+        self.synced_once(name)
+            && !self.failures.lock().contains_key(name)
+            && !self.blocked.lock().contains_key(name)
+            && !self.rejected.lock().contains_key(name)
     }
 
     /// Whether a guard holds `name` (its last outcome was [`Outcome::Blocked`]).

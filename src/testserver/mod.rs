@@ -125,7 +125,7 @@ pub use core_kinds::SERVICE_RANGE;
 pub use faults::{Faults, DEFAULT_RETRY_AFTER};
 pub use kas::{builtin_apiservices, KubeApiserverWrite, KUBE_APISERVER_MANAGER};
 pub use requestlog::{RequestRecord, DEFAULT_LOG_CAPACITY};
-pub use store::{Admission, RvChange};
+pub use store::{Admission, Mutation, RvChange};
 
 use server::Shared;
 
@@ -621,6 +621,13 @@ impl TestServer {
     /// validation, and `Some(why)` refuses it with 422 Invalid. `None` removes the policy.
     pub fn set_admission(&self, policy: Option<Admission>) {
         *self.shared.store.admission.lock() = policy;
+    }
+
+    /// Installs a mutating admission policy for creates, as a MutatingAdmissionPolicy or a
+    /// webhook would be: every create of an object passes through `mutation(plural,
+    /// object)` before validation. `None` removes it.
+    pub fn set_mutation(&self, mutation: Option<Mutation>) {
+        *self.shared.store.mutation.lock() = mutation;
     }
 
     /// Fault injection.

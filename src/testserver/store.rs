@@ -66,10 +66,16 @@ pub(crate) struct Store {
     /// An admission policy for creates and updates (after validation), as a
     /// ValidatingAdmissionPolicy would be: `Some(why)` refuses with 422.
     pub(crate) admission: Mutex<Option<Admission>>,
+    /// A mutating admission policy for creates (before validation), as a
+    /// MutatingAdmissionPolicy or webhook would be.
+    pub(crate) mutation: Mutex<Option<Mutation>>,
 }
 
 /// Refuses an object (kind's plural, object) with a message, or lets it pass.
 pub type Admission = Arc<dyn Fn(&str, &Value) -> Option<String> + Send + Sync>;
+
+/// Changes an object (kind's plural, object) being created.
+pub type Mutation = Arc<dyn Fn(&str, &mut Value) + Send + Sync>;
 
 /// One page of a list.
 pub(crate) struct Page {
@@ -193,6 +199,7 @@ impl Store {
             }),
             changed: Condvar::new(),
             admission: Mutex::new(None),
+            mutation: Mutex::new(None),
         }
     }
 
@@ -306,6 +313,10 @@ impl Store {
             if let Some(m) = obj.as_object_mut() {
                 m.remove("status");
             }
+        }
+        // kube-apiserver's order: mutating admission, validation, validating admission.
+        if let Some(mutate) = self.mutation.lock().clone() {
+            mutate(kind.plural, &mut obj);
         }
         run_validation(kind, &mut obj, &name)?;
         self.admit(kind, &name, &obj)?;

@@ -107,12 +107,12 @@ impl Availability {
             Some((_, Err(e))) => {
                 let mut entries = self.entries.lock();
                 // No key allocated for a name already there: every watch event of ours passes here.
-            if !entries.contains_key(name) {
-                entries.insert(name.to_string(), Entry::default());
-            }
-            let Some(entry) = entries.get_mut(name) else {
-                return;
-            };
+                if !entries.contains_key(name) {
+                    entries.insert(name.to_string(), Entry::default());
+                }
+                let Some(entry) = entries.get_mut(name) else {
+                    return;
+                };
                 if entry.warned.as_deref() != Some(e.as_str()) {
                     warn!("{name}: {e}; not withdrawn when unavailable");
                     entry.warned = Some(e.clone());
@@ -127,12 +127,12 @@ impl Availability {
                 // Nothing to remember (the common case with withdrawal off).
             } else {
                 // No key allocated for a name already there: every watch event of ours passes here.
-            if !entries.contains_key(name) {
-                entries.insert(name.to_string(), Entry::default());
-            }
-            let Some(entry) = entries.get_mut(name) else {
-                return;
-            };
+                if !entries.contains_key(name) {
+                    entries.insert(name.to_string(), Entry::default());
+                }
+                let Some(entry) = entries.get_mut(name) else {
+                    return;
+                };
                 entry.after = after;
                 entry.service = service.clone();
                 if desired.is_none() {
@@ -187,12 +187,16 @@ impl Availability {
             Observed::Unavailable { .. } => {
                 info!("{name} is {now}");
                 self.events
-                    .record_with(name, uid, EventReason::Unavailable, || format!("{name} is {now}"));
+                    .record_with(name, uid, EventReason::Unavailable, || {
+                        format!("{name} is {now}")
+                    });
             }
             Observed::Available { .. } => {
                 info!("{name} is {now}");
                 self.events
-                    .record_with(name, uid, EventReason::Available, || format!("{name} is {now}"));
+                    .record_with(name, uid, EventReason::Available, || {
+                        format!("{name} is {now}")
+                    });
             }
             Observed::Unknown => log::debug!("{name}: {now}"),
         }
