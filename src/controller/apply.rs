@@ -338,3 +338,35 @@ pub(crate) fn note_written(
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::APIServiceSpec;
+
+    #[test]
+    fn a_configurations_fingerprint_is_what_it_sets_not_its_uid() {
+        let spec = APIServiceSpec {
+            group: "a.io".into(),
+            version: "v1".into(),
+            version_priority: 10,
+            ..Default::default()
+        };
+        let mut a = APIService::new("v1.a.io", spec.clone());
+        a.metadata.set_label("k", "v");
+        a.metadata
+            .extra
+            .insert("finalizers".into(), serde_json::json!(["x/y"]));
+        let fp = config_fingerprint(&a);
+        assert!(fp.is_some());
+        let mut same = a.clone();
+        same.metadata.uid = Some("u".into());
+        assert_eq!(config_fingerprint(&same), fp, "the UID names the object");
+        let mut other = a.clone();
+        other.spec.version_priority = 11;
+        assert_ne!(config_fingerprint(&other), fp);
+        let mut relabelled = a.clone();
+        relabelled.metadata.set_label("k", "w");
+        assert_ne!(config_fingerprint(&relabelled), fp);
+    }
+}
