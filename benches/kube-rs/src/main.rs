@@ -31,6 +31,9 @@ const FIELD_MANAGER: &str = "autoregister-kube-rs";
 const LABEL_VALUE: &str = "true";
 /// A failed write is tried again after this pause (or at the name's next watch event).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// A write with no answer after this long is given up and tried again. Without it one POST
+/// of 1,000 hung in two bench runs (never reached the server, no error), holding its name.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the command line asked for.
 struct Args {
@@ -243,7 +246,7 @@ impl Queue {
 }
 
 /// One desired object against the live one the watch holds: create, apply, or nothing.
-async fn reconcile(want: &APIService, ctx: &Ctx) -> Result<(), kube::Error> {
+async fn reconcile(want: &APIService, ctx: &Ctx) -> Result<(), Failed> {
     // Before the first list, "not in the store" does not mean absent.
     if ctx.live.wait_until_ready().await.is_err() {
         return Ok(());
@@ -255,20 +258,46 @@ async fn reconcile(want: &APIService, ctx: &Ctx) -> Result<(), kube::Error> {
                 field_manager: Some(FIELD_MANAGER.into()),
                 ..Default::default()
             };
-            match ctx.api.create(&pp, want).await {
+            match timed(ctx.api.create(&pp, want)).await {
                 Ok(_) => {}
                 // Created since the store saw it: its watch event queues it again.
-                Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+                Err(Failed::Kube(kube::Error::Api(s))) if s.is_already_exists() => {}
                 Err(e) => return Err(e),
             }
         }
         Some(have) if !as_declared(want, &have) => {
             let pp = PatchParams::apply(FIELD_MANAGER).force();
-            ctx.api.patch(&name, &pp, &Patch::Apply(want)).await?;
+            timed(ctx.api.patch(&name, &pp, &Patch::Apply(want))).await?;
         }
         Some(_) => {}
     }
     Ok(())
+}
+
+/// Why a write failed: the server or the connection said so, or nothing came in time.
+#[derive(Debug)]
+enum Failed {
+    Kube(kube::Error),
+    Timeout,
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::Kube(e) => e.fmt(f),
+            Failed::Timeout => write!(f, "no answer in {WRITE_TIMEOUT:?}"),
+        }
+    }
+}
+
+/// `write`, given up after [`WRITE_TIMEOUT`].
+async fn timed<T>(
+    write: impl future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, Failed> {
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(r) => r.map_err(Failed::Kube),
+        Err(_) => Err(Failed::Timeout),
+    }
 }
 
 /// Whether the live object has the declared spec and carries every declared label.
