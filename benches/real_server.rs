@@ -391,10 +391,7 @@ fn converge(
         if let Some(ratios) = &to_baseline {
             for (key, v) in ["create", "update", "idle"].iter().zip(ratios) {
                 if !v.is_empty() {
-                    saved.push((
-                        format!("{label}.{key}_cpu_to_kube_rs"),
-                        median(v.clone()),
-                    ));
+                    saved.push((format!("{label}.{key}_cpu_to_kube_rs"), median(v.clone())));
                 }
             }
         }

@@ -31,8 +31,8 @@ const FIELD_MANAGER: &str = "autoregister-kube-rs";
 const LABEL_VALUE: &str = "true";
 /// A failed write is tried again after this pause (or at the name's next watch event).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
-/// A write with no answer after this long is given up and tried again. Without it one POST
-/// of 1,000 hung in two bench runs (never reached the server, no error), holding its name.
+/// A write with no answer after this long is given up and tried again (kube-client sets no
+/// time limit on a request's answer), so one lost answer cannot hold a name for good.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the command line asked for.
@@ -100,9 +100,11 @@ async fn main() -> ExitCode {
 /// as declared (returns true); else on SIGTERM or Ctrl+C (returns whether it had converged).
 ///
 /// A watcher and a reflector store from kube-runtime, and a queue of names that
-/// `--workers` tasks take from. Not kube-runtime's `Controller`: with 2 concurrent
-/// reconciles it left one name of 1,000 unreconciled, never run and no error (v1.g128,
-/// then v1.g512 in another run, again on every re-request), so `--once` never finished.
+/// `--workers` tasks take from. The first version used kube-runtime's `Controller`
+/// (`for_stream` over a store of the desired objects, `reconcile_on` every name): one name
+/// of 1,000 was never created and `--once` never finished. The queue here shows the same
+/// (benches/README.md), with no write timing out ([`WRITE_TIMEOUT`]): the cause is in what
+/// both share, not found yet.
 async fn run(client: Client, args: &Args, desired: Vec<APIService>) -> bool {
     let api = Api::<APIService>::all(client);
     let by_name: Arc<HashMap<String, APIService>> =
