@@ -102,9 +102,8 @@ async fn main() -> ExitCode {
 /// A watcher and a reflector store from kube-runtime, and a queue of names that
 /// `--workers` tasks take from. The first version used kube-runtime's `Controller`
 /// (`for_stream` over a store of the desired objects, `reconcile_on` every name): one name
-/// of 1,000 was never created and `--once` never finished. The queue here shows the same
-/// (benches/README.md), with no write timing out ([`WRITE_TIMEOUT`]): the cause is in what
-/// both share, not found yet.
+/// of 1,000 was never created and `--once` never finished; the queue here showed the same
+/// (benches/README.md), so the cause was in what both shared: see the start of the workers.
 async fn run(client: Client, args: &Args, desired: Vec<APIService>) -> bool {
     let api = Api::<APIService>::all(client);
     let by_name: Arc<HashMap<String, APIService>> =
@@ -146,6 +145,15 @@ async fn run(client: Client, args: &Args, desired: Vec<APIService>) -> bool {
                 future::ready(())
             })
     };
+    // The watch in a task of its own, and the workers only once the store holds the first
+    // list: each reconcile waiting for it itself (the first version) left one of them
+    // waiting for good in every bench run (suspected: a missed wake-up in
+    // `Store::wait_until_ready` with 2 waiters), its name never created.
+    let mut watch = tokio::spawn(watch);
+    if live.wait_until_ready().await.is_err() {
+        eprintln!("autoregister-kube-rs: the watch ended before its first list");
+        return false;
+    }
     let ctx = Arc::new(Ctx { api, live });
     let workers = (0..args.workers).map(|_| {
         let (ctx, queue, by_name) = (ctx.clone(), queue.clone(), by_name.clone());
@@ -187,9 +195,11 @@ async fn run(client: Client, args: &Args, desired: Vec<APIService>) -> bool {
         }
     };
     tokio::select! {
-        _ = watch => {}
         _ = stop => {}
+        // The watch ends only if its stream does (kube-runtime retries errors itself).
+        _ = &mut watch => {}
     }
+    watch.abort();
     for w in workers {
         w.abort();
     }
@@ -249,10 +259,6 @@ impl Queue {
 
 /// One desired object against the live one the watch holds: create, apply, or nothing.
 async fn reconcile(want: &APIService, ctx: &Ctx) -> Result<(), Failed> {
-    // Before the first list, "not in the store" does not mean absent.
-    if ctx.live.wait_until_ready().await.is_err() {
-        return Ok(());
-    }
     let name = want.name_any();
     match ctx.live.get(&ObjectRef::new(&name)) {
         None => {
