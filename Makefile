@@ -203,12 +203,18 @@ image:
 # `bench` prints the table the README quotes, for the release binary and the static one.
 # REAL_SERVER_ARGS="--save FILE" keeps the real-server medians, "--compare FILE" prints the
 # change against them (CPU per 1,000 objects included).
+# The real-server bench also runs the kube-rs baseline (benches/kube-rs: the same job on
+# kube-runtime and tokio, its own workspace and Cargo.lock, so the root crate's lock stays
+# free of an async runtime), built into a target folder of its own.
 REAL_SERVER_ARGS ?=
+KUBE_RS_DIR = $(TARGET_DIR)/kube-rs
+KUBE_RS_BIN = $(KUBE_RS_DIR)/release/autoregister-kube-rs
 bench: static
 	$(CARGO) build --release --bin autoregister
 	BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench controller
+	$(CARGO) build --release --locked --manifest-path benches/kube-rs/Cargo.toml --target-dir "$(KUBE_RS_DIR)"
 	scripts/kube-build.sh "$(KUBE_DIR)" $(KUBE_NEWEST)
-	AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" AUTOREGISTER_KUBE_VERSION=$(KUBE_NEWEST) BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN)" $(CARGO) bench --features testing --bench real_server -- $(REAL_SERVER_ARGS)
+	AUTOREGISTER_KUBE_BIN="$(KUBE_DIR)" AUTOREGISTER_KUBE_VERSION=$(KUBE_NEWEST) BENCH_BINS="release=$(TARGET_DIR)/release/autoregister,static=$(STATIC_BIN),kube-rs=$(KUBE_RS_BIN)" $(CARGO) bench --features testing --bench real_server -- $(REAL_SERVER_ARGS)
 	@echo "crates an embedder compiles (default-features = false), autoregister included: $$($(CARGO) tree -e normal --no-default-features --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
 	@echo "crates the binary compiles: $$($(CARGO) tree -e normal --prefix none | sed 's/ (\*)//' | sort -u | wc -l)"
 

@@ -20,6 +20,11 @@
 //! 5 s after the server holds them all: the status storm (kube-aggregator writes each new
 //! APIService's status) and idling.
 //!
+//! A binary labelled `kube-rs` (`make bench` builds benches/kube-rs: the same job as a
+//! kube-runtime `Controller` on tokio) is measured in the same rounds as the others, and
+//! every candidate's CPU is also shown as a ratio to its CPU in the same round (the issue's
+//! goal: autoregister at most 0.8× a kube-rs controller's). `explain` skips it.
+//!
 //! `cargo bench --features testing --bench real_server -- [--rounds R] [--n N] [--save FILE] [--compare FILE] [--explain-only]`
 //! `BENCH_BINS=label=path,...` names the binaries (default: the release build). `--save`
 //! writes the medians as `key value` lines; `--compare` prints this run's change against
@@ -48,6 +53,9 @@ const WORKERS: usize = 2;
 const LABEL: &str = "bench.autoregister.test/owner";
 /// How long the long-running controller is watched once the server holds every object.
 const IDLE: Duration = Duration::from_secs(5);
+/// The `BENCH_BINS` label of the kube-rs baseline (benches/kube-rs): the others' CPU is
+/// also given as a ratio to its, and it is not an autoregister (no `explain`).
+const BASELINE: &str = "kube-rs";
 
 /// One controller run's figures: times, and CPU seconds of the controller.
 #[derive(Clone, Copy, Default)]
@@ -58,6 +66,17 @@ struct Run {
     update_cpu: f64,
     /// CPU in the `IDLE` window after the long-running controller's N creates were all stored.
     idle_cpu: f64,
+    /// The long-running controller's peak RSS (VmHWM) at the end of the `IDLE` window, KiB.
+    idle_peak_kib: u64,
+}
+
+/// How a candidate is named in the tables: autoregister by its build, the baseline by itself.
+fn who(label: &str) -> String {
+    if label == BASELINE {
+        "kube-rs 5.0 controller (baseline)".to_string()
+    } else {
+        format!("autoregister ({label})")
+    }
 }
 
 fn main() {
@@ -156,7 +175,7 @@ fn explain(k: &kube::Kube, bins: &[(String, String)], rounds: usize) {
     println!();
     println!("| explain, {EXPLAINED} APIServices not served in {EXPLAIN_NAMESPACES} namespaces | median of {rounds} | requests (last run) |");
     println!("|---|---|---|");
-    for (label, path) in bins {
+    for (label, path) in bins.iter().filter(|(l, _)| l != BASELINE) {
         let mut times = Vec::new();
         let mut requests = String::new();
         for _ in 0..rounds {
@@ -235,7 +254,7 @@ fn converge(
             let mut run = controller(k, label, path, n, round_id);
             clean(k, round_id);
             round_id += 1;
-            run.idle_cpu = idle(k, label, path, n, round_id);
+            (run.idle_cpu, run.idle_peak_kib) = idle(k, label, path, n, round_id);
             clean(k, round_id);
             match results.iter_mut().find(|r| &r.0 == label) {
                 Some(r) => r.1.push(run),
@@ -265,7 +284,13 @@ fn converge(
         ratio(au, fu)
     );
     let mut cpu_rows = Vec::new();
+    // The baseline's runs, round by round, for the ratios to it.
+    let baseline_runs = results
+        .iter()
+        .find(|(l, _)| l == BASELINE)
+        .map(|(_, r)| r.clone());
     for (label, runs) in results {
+        let name = who(&label);
         let c: Vec<Duration> = runs.iter().map(|r| r.create).collect();
         let u: Vec<Duration> = runs.iter().map(|r| r.update).collect();
         // Each run against its own round's floor: kube-apiserver's CPU for the same writes
@@ -286,7 +311,7 @@ fn converge(
         let (worst_c, worst_u) = (*c.iter().max().unwrap(), *u.iter().max().unwrap());
         let (c, u) = (median(c), median(u));
         println!(
-            "| autoregister ({label}), median | {} ({:.2}× POST, {:.2}× apply) | {} ({:.2}× PUT, {:.2}× apply) |",
+            "| {name}, median | {} ({:.2}× POST, {:.2}× apply) | {} ({:.2}× PUT, {:.2}× apply) |",
             secs(c),
             ratio(c, fc),
             ratio(c, ac),
@@ -295,14 +320,14 @@ fn converge(
             ratio(u, au)
         );
         println!(
-            "| autoregister ({label}), slowest | {} ({:.2}× POST) | {} ({:.2}× PUT) |",
+            "| {name}, slowest | {} ({:.2}× POST) | {} ({:.2}× PUT) |",
             secs(worst_c),
             ratio(worst_c, fc),
             secs(worst_u),
             ratio(worst_u, fu)
         );
         println!(
-            "| autoregister ({label}), to its round's floor | median {}, worst {} (POST) | median {}, worst {} (apply) |",
+            "| {name}, to its round's floor | median {}, worst {} (POST) | median {}, worst {} (apply) |",
             fmt_ratio(median(rounds_c.clone())),
             fmt_ratio(rounds_c.iter().copied().fold(0.0, f64::max)),
             fmt_ratio(median(rounds_u.clone())),
@@ -317,18 +342,64 @@ fn converge(
             let hi = v.iter().copied().fold(0.0, f64::max);
             format!("{lo:.2}–{hi:.2}×")
         };
+        let peak_mib = median(runs.iter().map(|r| r.idle_peak_kib).collect()) as f64 / 1024.0;
+        // Each run against the baseline's run of the same round: the machine's load moves
+        // both alike, which medians taken apart would hide.
+        let to_baseline = baseline_runs.as_ref().map(|base| {
+            let per_round = |f: fn(&Run) -> f64| -> Vec<f64> {
+                runs.iter()
+                    .zip(base)
+                    .filter(|(_, b)| f(b) > 0.0)
+                    .map(|(r, b)| f(r) / f(b))
+                    .collect()
+            };
+            [
+                per_round(|r| r.create_cpu),
+                per_round(|r| r.update_cpu),
+                per_round(|r| r.idle_cpu),
+            ]
+        });
+        let baseline_cell = match &to_baseline {
+            Some(ratios) => ratios
+                .iter()
+                .map(|v| {
+                    if v.is_empty() {
+                        "–".to_string()
+                    } else {
+                        format!("{:.2}× (rounds {})", median(v.clone()), spread(v))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" / "),
+            None => String::new(),
+        };
         cpu_rows.push(format!(
-            "| autoregister ({label}) | {:.3} s ({rc:.2}×, rounds {}) | {:.3} s ({ru:.2}×, rounds {}) | {:.3} s |",
+            "| {name} | {:.3} s ({rc:.2}×, rounds {}) | {:.3} s ({ru:.2}×, rounds {}) | {:.3} s | {peak_mib:.1} MiB |{}",
             per(create_cpu),
             spread(&cpu_c),
             per(update_cpu),
             spread(&cpu_u),
             per(idle_cpu),
+            if label == BASELINE {
+                " (itself) |".to_string()
+            } else if baseline_runs.is_some() {
+                format!(" {baseline_cell} |")
+            } else {
+                String::new()
+            },
         ));
+        if let Some(ratios) = &to_baseline {
+            for (key, v) in ["create", "update", "idle"].iter().zip(ratios) {
+                if !v.is_empty() {
+                    saved.push((format!("{label}.{key}_cpu_to_kube_rs"), median(v.clone())));
+                }
+            }
+        }
         for (key, v) in [
             ("create_cpu_per_1000", per(create_cpu)),
             ("update_cpu_per_1000", per(update_cpu)),
             ("idle_cpu_per_1000", per(idle_cpu)),
+            ("idle_peak_mib", peak_mib),
             ("create_cpu_ratio", rc),
             ("update_cpu_ratio", ru),
             ("create_s", c.as_secs_f64()),
@@ -346,13 +417,26 @@ fn converge(
          long-running controller's creates were all stored, status storm included):",
         IDLE.as_secs()
     );
+    if baseline_runs.is_some() {
+        println!(
+            "To kube-rs: each one's CPU over the kube-rs controller's in the same round, median \
+             of the rounds (create / update / idle window). Peak RSS: the long-running \
+             controller's VmHWM at the end of its idle window, median."
+        );
+    }
     println!();
-    println!("| what | create | update | idle window |");
-    println!("|---|---|---|---|");
+    if baseline_runs.is_some() {
+        println!("| what | create | update | idle window | peak RSS | to kube-rs (create / update / idle) |");
+        println!("|---|---|---|---|---|---|");
+    } else {
+        println!("| what | create | update | idle window | peak RSS |");
+        println!("|---|---|---|---|---|");
+    }
     println!(
-        "| bare client (this crate's `Client`, 2 threads, no decoding) | {:.3} s | {:.3} s | |",
+        "| bare client (this crate's `Client`, 2 threads, no decoding) | {:.3} s | {:.3} s | | |{}",
         per(bare_create),
-        per(bare_update)
+        per(bare_update),
+        if baseline_runs.is_some() { " |" } else { "" }
     );
     for row in cpu_rows {
         println!("{row}");
@@ -623,12 +707,14 @@ fn controller(k: &kube::Kube, label: &str, bin: &str, n: usize, round: usize) ->
         update: times[1].0,
         update_cpu: times[1].1,
         idle_cpu: 0.0,
+        idle_peak_kib: 0,
     }
 }
 
 /// A long-running controller (no `--once`) over the round's N creates: its CPU in the
-/// `IDLE` window that starts once the server holds all N (the status storm falls in it).
-fn idle(k: &kube::Kube, label: &str, bin: &str, n: usize, round: usize) -> f64 {
+/// `IDLE` window that starts once the server holds all N (the status storm falls in it),
+/// and its peak RSS at the end of that window (KiB).
+fn idle(k: &kube::Kube, label: &str, bin: &str, n: usize, round: usize) -> (f64, u64) {
     let (kc, manifests) = scratch(k, n, round);
     let mut child = Command::new(bin)
         .args(["run", "--label-key", LABEL, "--manifests"])
@@ -662,16 +748,18 @@ fn idle(k: &kube::Kube, label: &str, bin: &str, n: usize, round: usize) -> f64 {
     let before = process_cpu(child.id());
     std::thread::sleep(IDLE);
     let cpu = process_cpu(child.id()) - before;
+    let peak_kib = procfs::field_kib(&procfs::proc_status(child.id()), "VmHWM:");
     // SIGTERM, as the kubelet stops it (and a profiler wrapping it then writes its data).
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
     let _ = child.wait();
     println!(
-        "  round {round} {label} idle {} s after {n} creates: CPU {cpu:.3} s",
-        IDLE.as_secs()
+        "  round {round} {label} idle {} s after {n} creates: CPU {cpu:.3} s, peak RSS {:.1} MiB",
+        IDLE.as_secs(),
+        peak_kib as f64 / 1024.0
     );
-    cpu
+    (cpu, peak_kib)
 }
 
 /// The children's user + system CPU from the second line `times` prints (`0m0.19s 0m0.04s`).
