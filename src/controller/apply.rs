@@ -240,12 +240,15 @@ pub(crate) enum NotNow {
     Paced(Duration),
 }
 
-/// What our last apply says about `action` on `name`.
-pub(crate) fn prior(cx: &SyncContext<'_>, name: &str, action: &Action) -> Result<Prior, NotNow> {
-    let cached_rv = cx
-        .store
-        .get(name)
-        .and_then(|o| o.metadata.resource_version.clone());
+/// What our last apply says about `action`, decided on `cached` (the cached object the
+/// decision read: the cache may have moved on since).
+pub(crate) fn prior(
+    cx: &SyncContext<'_>,
+    name: &str,
+    action: &Action,
+    cached: Option<&APIService>,
+) -> Result<Prior, NotNow> {
+    let cached_rv = cached.and_then(|o| o.metadata.resource_version.clone());
     let written = match action {
         Action::Create(o) => config_fingerprint(o),
         Action::Update(a) | Action::Adopt(a) => config_fingerprint(&a.config),

@@ -141,9 +141,27 @@ pub(crate) fn plan(
     name: &str,
     desired: Option<Desired>,
 ) -> Decision {
+    plan_on(
+        state,
+        store.get(name).as_deref(),
+        ownership,
+        availability,
+        name,
+        desired,
+    )
+}
+
+/// [`plan`] on `cached`, the cached object as read by the caller.
+fn plan_on(
+    state: &State,
+    cached: Option<&APIService>,
+    ownership: &Ownership,
+    availability: &Availability,
+    name: &str,
+    desired: Option<Desired>,
+) -> Decision {
     let withdrawal = availability.withdrawal(name, desired.as_ref());
-    let cached = store.get(name);
-    let current = match cached.as_deref() {
+    let current = match cached {
         Some(obj) => Current::Present(obj),
         None => Current::NotFound,
     };
@@ -172,9 +190,12 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
         Ok(d) => d,
         Err(held) => return held.map(|()| None),
     };
-    let decision = plan(
+    // One read of the cache for the decision and for what our last apply says about it: an
+    // event between two reads would make the decision's object look like a newer one.
+    let cached = cx.store.get(name);
+    let decision = plan_on(
         cx.state,
-        cx.store,
+        cached.as_deref(),
         cx.ownership,
         cx.availability,
         name,
@@ -185,9 +206,8 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
     let restoring = cx.availability.is_withdrawn(name);
     let cell = decision.cell;
     let why = Why(cell, decision.reason);
-    let uid = cx
-        .store
-        .get(name)
+    let uid = cached
+        .as_deref()
         .and_then(|o| o.metadata.uid.as_deref().map(str::to_string));
     if matches!(decision.action, Action::Create(_)) && cx.state.created_unseen(name) {
         // Our own create has not reached the cache yet (a relist's re-queue, another
@@ -198,7 +218,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
         cx.state.record_outcome(name, Outcome::Synced);
         return Ok(None);
     }
-    let prior = match apply::prior(cx, name, &decision.action) {
+    let prior = match apply::prior(cx, name, &decision.action, cached.as_deref()) {
         Ok(p) => p,
         Err(NotNow::Unseen) => {
             // Our apply has not reached the cache yet (its watch event decides the name
