@@ -106,13 +106,7 @@ impl Availability {
             ),
             Some((_, Err(e))) => {
                 let mut entries = self.entries.lock();
-                // No key allocated for a name already there: every watch event of ours passes here.
-                if !entries.contains_key(name) {
-                    entries.insert(name.to_string(), Entry::default());
-                }
-                let Some(entry) = entries.get_mut(name) else {
-                    return;
-                };
+                let entry = entries.entry(name.to_string()).or_default();
                 if entry.warned.as_deref() != Some(e.as_str()) {
                     warn!("{name}: {e}; not withdrawn when unavailable");
                     entry.warned = Some(e.clone());
@@ -126,13 +120,7 @@ impl Availability {
             if after.is_none() && !entries.contains_key(name) {
                 // Nothing to remember (the common case with withdrawal off).
             } else {
-                // No key allocated for a name already there: every watch event of ours passes here.
-                if !entries.contains_key(name) {
-                    entries.insert(name.to_string(), Entry::default());
-                }
-                let Some(entry) = entries.get_mut(name) else {
-                    return;
-                };
+                let entry = entries.entry(name.to_string()).or_default();
                 entry.after = after;
                 entry.service = service.clone();
                 if desired.is_none() {
