@@ -84,10 +84,7 @@ fn take_over(cx: &SyncContext<'_>, name: &str, a: &Apply) -> Result<Option<Box<s
     let Some(entries) = live.metadata.managed_fields.as_ref().map(|m| m.to_value()) else {
         return Ok(None);
     };
-    let declared: Vec<FieldPath> = Applied::from_config(a.config.clone())
-        .declared()
-        .cloned()
-        .collect();
+    let declared = Applied::from_config(a.config.clone()).declared();
     let Some(list) = fields::takeover(
         &entries,
         &cx.ownership.field_manager,

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use super::availability::Observed;
 use super::fields::{Applied, Takeover};
 use crate::api::{
-    APIService, FieldPath, Resource, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL,
+    APIService, FieldPath, ObjectMeta, Resource, AUTO_MANAGED_ALWAYS, AUTO_MANAGED_LABEL,
     AUTO_MANAGED_ON_START, DEFAULT_LABEL_KEY,
 };
 
@@ -193,12 +193,17 @@ impl Ownership {
     /// removed unless it is our key (we never write that label on its behalf).
     pub fn labelled(&self, obj: &APIService, mode: SyncMode) -> APIService {
         let mut out = obj.clone();
-        if !self.is_upstream_key() {
-            out.metadata.remove_label(AUTO_MANAGED_LABEL);
-        }
-        out.metadata.set_label(&self.label_key, mode.label_value());
+        self.label(&mut out.metadata, mode);
         fill_type_meta(&mut out);
         out
+    }
+
+    /// Sets our label for `mode` on `meta`, removing kube-apiserver's unless it is our key.
+    pub(crate) fn label(&self, meta: &mut ObjectMeta, mode: SyncMode) {
+        if !self.is_upstream_key() {
+            meta.remove_label(AUTO_MANAGED_LABEL);
+        }
+        meta.set_label(&self.label_key, mode.label_value());
     }
 }
 

@@ -27,8 +27,10 @@ pub struct Applied {
     /// What an apply (or a create) sends: name, our label, the manifest's labels,
     /// annotations, finalizers and owner references, and its spec.
     pub config: APIService,
-    /// Each declared field with its value, sorted by path.
-    declared: Vec<(FieldPath, Value)>,
+    /// The declared part of `config` as JSON (see [`scoped_object`]): its leaves are the
+    /// declared fields. Decisions walk it beside the object's; listing the leaves (paths
+    /// built, sorted) is left to what needs the list.
+    tree: Value,
 }
 
 impl Applied {
@@ -40,12 +42,14 @@ impl Applied {
     /// What an apply or a create sends for `desired`, without listing its fields (a
     /// create compares nothing).
     pub fn config(ownership: &Ownership, desired: &Desired) -> APIService {
-        let labelled = ownership.labelled(&desired.object, desired.mode);
-        let mut config = APIService::new(labelled.name(), labelled.spec.clone());
-        config.metadata.labels = labelled.metadata.labels.clone();
-        config.metadata.annotations = labelled.metadata.annotations.clone();
+        // Built from the parts it takes, not from a labelled copy of the whole object.
+        let obj = &desired.object;
+        let mut config = APIService::new(obj.name(), obj.spec.clone());
+        config.metadata.labels = obj.metadata.labels.clone();
+        ownership.label(&mut config.metadata, desired.mode);
+        config.metadata.annotations = obj.metadata.annotations.clone();
         for key in ["finalizers", "ownerReferences"] {
-            if let Some(v) = labelled.metadata.extra.get(key) {
+            if let Some(v) = obj.metadata.extra.get(key) {
                 config.metadata.extra.insert(key.to_string(), v.clone());
             }
         }
@@ -54,34 +58,47 @@ impl Applied {
 
     /// A configuration as it is: what it sets is what it declares.
     pub fn from_config(config: APIService) -> Applied {
-        let mut declared = Vec::new();
-        leaves(&scoped_object(&config), &mut Vec::new(), &mut declared);
-        declared.sort_by(|a, b| a.0.cmp(&b.0));
-        Applied { config, declared }
+        let tree = scoped_object(&config);
+        Applied { config, tree }
     }
 
-    /// The declared fields.
-    pub fn declared(&self) -> impl Iterator<Item = &FieldPath> {
-        self.declared.iter().map(|(p, _)| p)
+    /// The declared fields, sorted by path.
+    pub fn declared(&self) -> Vec<FieldPath> {
+        let mut out = Vec::new();
+        leaves(&self.tree, &mut Vec::new(), &mut out);
+        // Map keys are sorted (serde_json's `Map` is a `BTreeMap`), so the walk's order is
+        // the paths' order; sorted anyway, not to depend on that.
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.into_iter().map(|(p, _)| p).collect()
     }
 
     /// Whether `path` is declared: a declared field, a field inside one, or a map or struct
     /// holding one.
     fn declares(&self, path: &FieldPath) -> bool {
-        self.declared
-            .iter()
-            .any(|(d, _)| d.is_within(path) || path.is_within(d))
+        let mut v = &self.tree;
+        for (depth, seg) in path.0.iter().enumerate() {
+            if depth > 0 && is_leaf(v) {
+                // A declared field holds `path`.
+                return true;
+            }
+            match (seg.strip_prefix("f:"), v.as_object()) {
+                (Some(key), Some(m)) => match m.get(key) {
+                    Some(x) if !x.is_null() => v = x,
+                    _ => return false,
+                },
+                _ => return false,
+            }
+        }
+        // `path` is a declared field or holds one.
+        has_leaf(v, !path.0.is_empty())
     }
 
     /// How `current` compares with this configuration, for `manager`'s writes.
     pub fn compare(&self, current: &APIService, manager: &str) -> Comparison {
         let object = scoped_object(current);
-        let differs: Vec<FieldPath> = self
-            .declared
-            .iter()
-            .filter(|(p, v)| value_at(&object, p) != Some(v))
-            .map(|(p, _)| p.clone())
-            .collect();
+        let mut differs = Vec::new();
+        differing(&self.tree, Some(&object), &mut Vec::new(), &mut differs);
+        differs.sort();
         let owners = current.metadata.field_ownership();
         let owners = owners.as_deref();
         let entry = |op| owners.and_then(|o| o.entry(manager, op));
@@ -145,11 +162,13 @@ impl Applied {
     /// Whether `current`'s spec has every declared spec field's value (for an object that
     /// is not ours: the labels are its owner's business).
     pub fn spec_matches(&self, current: &APIService) -> bool {
+        let Some(declared) = self.tree.get("spec") else {
+            return true;
+        };
         let spec = serde_json::to_value(&current.spec).unwrap_or(Value::Null);
-        self.declared
-            .iter()
-            .filter(|(p, _)| p.0.first().map(String::as_str) == Some("f:spec"))
-            .all(|(p, v)| value_at(&spec, &FieldPath(p.0[1..].to_vec())) == Some(v))
+        let mut differs = Vec::new();
+        differing(declared, Some(&spec), &mut vec!["spec"], &mut differs);
+        differs.is_empty()
     }
 }
 
@@ -243,19 +262,68 @@ fn leaves(v: &Value, at: &mut Vec<String>, out: &mut Vec<(FieldPath, Value)>) {
     }
 }
 
+/// A declared field by the rule of [`leaves`]: a scalar, a list or an empty map, below the
+/// root.
+fn is_leaf(v: &Value) -> bool {
+    !v.is_null() && v.as_object().is_none_or(Map::is_empty)
+}
+
+/// Whether `v` is a leaf (`below_root`) or holds one.
+fn has_leaf(v: &Value, below_root: bool) -> bool {
+    match v.as_object() {
+        Some(m) if !m.is_empty() => m.values().any(|x| has_leaf(x, true)),
+        _ => below_root && !v.is_null(),
+    }
+}
+
+/// The leaves of `declared` (below the keys `at`) whose value `current`, the same place in
+/// the object, does not have as [`value_at`] reads it; a path is built only for those.
+fn differing<'a>(
+    declared: &'a Value,
+    current: Option<&Value>,
+    at: &mut Vec<&'a str>,
+    out: &mut Vec<FieldPath>,
+) {
+    match declared.as_object() {
+        Some(m) if !m.is_empty() => {
+            for (k, x) in m {
+                at.push(k);
+                differing(x, current.and_then(|c| c.get(k)), at, out);
+                at.pop();
+            }
+        }
+        _ if !at.is_empty() && !declared.is_null() => {
+            if current.filter(|c| !c.is_null()) != Some(declared) {
+                out.push(FieldPath::of_keys(at.iter().copied()));
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The value at `path` in `obj`, if every segment names a field that is there.
 fn value_at<'a>(obj: &'a Value, path: &FieldPath) -> Option<&'a Value> {
     let mut v = obj;
-    for key in path.keys()? {
-        v = v.get(key)?;
+    for seg in &path.0 {
+        v = v.get(seg.strip_prefix("f:")?)?;
     }
     (!v.is_null()).then_some(v)
 }
 
 fn is_default(path: &FieldPath, v: &Value) -> bool {
-    DEFAULTS.iter().any(|(keys, default)| {
-        *path == FieldPath::of_keys(keys.iter().copied()) && v.as_i64() == Some(*default)
-    })
+    // Compared segment by segment: every field we own passes here (a path built to compare
+    // with was most of a decision's cost).
+    let is_path = |keys: &[&str]| {
+        path.0.len() == keys.len()
+            && path
+                .0
+                .iter()
+                .zip(keys)
+                .all(|(seg, key)| seg.strip_prefix("f:") == Some(*key))
+    };
+    DEFAULTS
+        .iter()
+        .any(|(keys, default)| v.as_i64() == Some(*default) && is_path(keys))
 }
 
 /// Why ownership moves before an apply.
@@ -528,7 +596,10 @@ mod tests {
     fn the_configuration_declares_the_manifests_fields_and_our_label_only() {
         let a = Applied::of(&Ownership::default(), &desired(None));
         assert_eq!(
-            a.declared().map(ToString::to_string).collect::<Vec<_>>(),
+            a.declared()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
             [
                 "metadata.labels[\"autoregister.dev/automanaged\"]",
                 "metadata.labels[\"team\"]",
@@ -682,6 +753,68 @@ mod tests {
         assert_eq!(
             new[1]["fieldsV1"],
             json!({"f:spec": {"f:insecureSkipTLSVerify": {}}})
+        );
+    }
+
+    /// The tree walks (`declares`, `differing`) against the rules on the list of declared
+    /// fields they replace: `d.is_within(path) || path.is_within(d)` for some declared `d`,
+    /// and `value_at(object, d) != Some(value)`.
+    #[test]
+    fn the_tree_walks_agree_with_the_declared_list() {
+        let tree = json!({"metadata": {"labels": {"a": "1", "b": ""}, "finalizers": ["x"]},
+            "spec": {"group": "g", "n": null, "empty": {}, "service": {"name": "s", "port": 443}}});
+        let mut list = Vec::new();
+        leaves(&tree, &mut Vec::new(), &mut list);
+        let applied = Applied {
+            config: APIService::default(),
+            tree: tree.clone(),
+        };
+        let p = |keys: &[&str]| FieldPath(keys.iter().map(|k| k.to_string()).collect());
+        let paths = [
+            p(&[]),
+            p(&["f:metadata"]),
+            p(&["f:metadata", "f:labels"]),
+            p(&["f:metadata", "f:labels", "f:a"]),
+            p(&["f:metadata", "f:labels", "f:c"]),
+            p(&["f:metadata", "f:finalizers"]),
+            p(&["f:metadata", "f:finalizers", "v:\"x\""]),
+            p(&["f:metadata", "f:annotations"]),
+            p(&["f:spec", "f:n"]),
+            p(&["f:spec", "f:empty"]),
+            p(&["f:spec", "f:empty", "f:x"]),
+            p(&["f:spec", "f:service"]),
+            p(&["f:spec", "f:service", "."]),
+            p(&["f:spec", "f:service", "f:port", "f:deeper"]),
+            p(&["f:status"]),
+            p(&["k:{}"]),
+        ];
+        for path in &paths {
+            let by_list = list
+                .iter()
+                .any(|(d, _)| d.is_within(path) || path.is_within(d));
+            assert_eq!(applied.declares(path), by_list, "{path:?}");
+        }
+        let objects = [
+            tree.clone(),
+            json!({}),
+            json!({"metadata": {"labels": {"a": "2", "b": ""}, "finalizers": ["x", "y"]},
+                "spec": {"group": "g", "n": 1, "empty": {"k": 1}, "service": {"name": "s"}}}),
+            json!({"metadata": {"labels": "a"}, "spec": {"group": null, "empty": {},
+                "service": {"name": "s", "port": 443, "extra": true}}}),
+        ];
+        for object in &objects {
+            let by_list: Vec<FieldPath> = list
+                .iter()
+                .filter(|(d, v)| value_at(object, d) != Some(v))
+                .map(|(d, _)| d.clone())
+                .collect();
+            let mut walked = Vec::new();
+            differing(&tree, Some(object), &mut Vec::new(), &mut walked);
+            assert_eq!(walked, by_list, "{object}");
+        }
+        assert_eq!(
+            applied.declared(),
+            list.into_iter().map(|(d, _)| d).collect::<Vec<_>>()
         );
     }
 }
