@@ -312,6 +312,26 @@ const MAX_SHARED: usize = 32;
 
 static SHARED: Mutex<Vec<Arc<FieldOwnership>>> = Mutex::new(Vec::new());
 
+/// `managedFields` texts last summarized, newest first: objects written in the same second
+/// by the same managers the same way carry the same text (hundreds a second while a
+/// manifest set is created, and again as kube-aggregator writes their status), and reading
+/// it again was a tenth of a watch event's cost.
+const MAX_RECENT: usize = 8;
+
+static RECENT: Mutex<Vec<(Box<str>, Arc<FieldOwnership>)>> = Mutex::new(Vec::new());
+
+/// The shared summary of the `managedFields` text `text` (see [`MAX_RECENT`], [`shared`]).
+pub(crate) fn shared_text(text: &str) -> Arc<FieldOwnership> {
+    if let Some((_, o)) = RECENT.lock().iter().find(|(t, _)| **t == *text) {
+        return o.clone();
+    }
+    let o = shared(FieldOwnership::parse_text(text));
+    let mut recent = RECENT.lock();
+    recent.insert(0, (text.into(), o.clone()));
+    recent.truncate(MAX_RECENT);
+    o
+}
+
 /// A shared copy of `o` (see [`MAX_SHARED`]).
 pub(crate) fn shared(o: FieldOwnership) -> Arc<FieldOwnership> {
     let mut all = SHARED.lock();
@@ -434,5 +454,21 @@ mod tests {
             FieldOwnership::parse_text("not json"),
             FieldOwnership::default()
         );
+    }
+
+    #[test]
+    fn a_text_read_again_is_not_parsed_again_and_a_new_one_is() {
+        let text = |time: &str| {
+            format!(
+                r#"[{{"manager":"m-recent","operation":"Update","time":"{time}","fieldsType":"FieldsV1","fieldsV1":{{"f:spec":{{"f:group":{{}}}}}}}}]"#
+            )
+        };
+        let first = shared_text(&text("2026-01-01T00:00:00Z"));
+        let again = shared_text(&text("2026-01-01T00:00:00Z"));
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(*first, FieldOwnership::parse_text(&text("2026-01-01T00:00:00Z")));
+        let other = shared_text(r#"[{"manager":"m-recent","operation":"Apply","fieldsV1":{}}]"#);
+        assert_eq!(other.managers().collect::<Vec<_>>(), ["m-recent"]);
+        assert_ne!(*other, *first);
     }
 }

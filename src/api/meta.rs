@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::extra::deserialize_keeping_extra;
-use super::managed_fields::{shared, FieldOwnership};
+use super::managed_fields::{shared_text, FieldOwnership};
 use super::{Extra, StringMap};
 
 /// `metav1.ObjectMeta`: the fields the controller reads, plus everything else verbatim.
@@ -148,7 +148,7 @@ impl ObjectMeta {
     /// present `[]` or `[{}]` would reset them).
     pub fn strip_managed_fields(&mut self) {
         if let Some(raw) = self.managed_fields.take() {
-            self.field_owners = Some(shared(FieldOwnership::parse_text(raw.as_str())));
+            self.field_owners = Some(shared_text(raw.as_str()));
         }
     }
 
