@@ -318,18 +318,28 @@ static SHARED: Mutex<Vec<Arc<FieldOwnership>>> = Mutex::new(Vec::new());
 /// it again was a tenth of a watch event's cost.
 const MAX_RECENT: usize = 8;
 
-static RECENT: Mutex<Vec<(Box<str>, Arc<FieldOwnership>)>> = Mutex::new(Vec::new());
+static RECENT: Recent = Recent(Mutex::new(Vec::new()));
+
+/// Texts summarized last, with their summaries, newest first.
+struct Recent(Mutex<Vec<(Box<str>, Arc<FieldOwnership>)>>);
+
+impl Recent {
+    /// The summary of `text`: the one kept for it, else a new one, kept.
+    fn summary(&self, text: &str) -> Arc<FieldOwnership> {
+        if let Some((_, o)) = self.0.lock().iter().find(|(t, _)| **t == *text) {
+            return o.clone();
+        }
+        let o = shared(FieldOwnership::parse_text(text));
+        let mut recent = self.0.lock();
+        recent.insert(0, (text.into(), o.clone()));
+        recent.truncate(MAX_RECENT);
+        o
+    }
+}
 
 /// The shared summary of the `managedFields` text `text` (see [`MAX_RECENT`], [`shared`]).
 pub(crate) fn shared_text(text: &str) -> Arc<FieldOwnership> {
-    if let Some((_, o)) = RECENT.lock().iter().find(|(t, _)| **t == *text) {
-        return o.clone();
-    }
-    let o = shared(FieldOwnership::parse_text(text));
-    let mut recent = RECENT.lock();
-    recent.insert(0, (text.into(), o.clone()));
-    recent.truncate(MAX_RECENT);
-    o
+    RECENT.summary(text)
 }
 
 /// A shared copy of `o` (see [`MAX_SHARED`]).
@@ -463,12 +473,20 @@ mod tests {
                 r#"[{{"manager":"m-recent","operation":"Update","time":"{time}","fieldsType":"FieldsV1","fieldsV1":{{"f:spec":{{"f:group":{{}}}}}}}}]"#
             )
         };
-        let first = shared_text(&text("2026-01-01T00:00:00Z"));
-        let again = shared_text(&text("2026-01-01T00:00:00Z"));
+        // A cache of its own: the process-wide one is shared with tests running beside.
+        let recent = Recent(Mutex::new(Vec::new()));
+        let first = recent.summary(&text("2026-01-01T00:00:00Z"));
+        let again = recent.summary(&text("2026-01-01T00:00:00Z"));
         assert!(Arc::ptr_eq(&first, &again));
-        assert_eq!(*first, FieldOwnership::parse_text(&text("2026-01-01T00:00:00Z")));
-        let other = shared_text(r#"[{"manager":"m-recent","operation":"Apply","fieldsV1":{}}]"#);
+        // Found, not parsed and kept again.
+        assert_eq!(recent.0.lock().len(), 1);
+        assert_eq!(
+            *first,
+            FieldOwnership::parse_text(&text("2026-01-01T00:00:00Z"))
+        );
+        let other = recent.summary(r#"[{"manager":"m-recent","operation":"Apply","fieldsV1":{}}]"#);
         assert_eq!(other.managers().collect::<Vec<_>>(), ["m-recent"]);
         assert_ne!(*other, *first);
+        assert_eq!(recent.0.lock().len(), 2);
     }
 }

@@ -292,10 +292,11 @@ fn differing<'a>(
                 at.pop();
             }
         }
-        _ if !at.is_empty() && !declared.is_null() => {
-            if current.filter(|c| !c.is_null()) != Some(declared) {
-                out.push(FieldPath::of_keys(at.iter().copied()));
-            }
+        _ if !at.is_empty()
+            && !declared.is_null()
+            && current.filter(|c| !c.is_null()) != Some(declared) =>
+        {
+            out.push(FieldPath::of_keys(at.iter().copied()));
         }
         _ => {}
     }
