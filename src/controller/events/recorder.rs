@@ -114,13 +114,38 @@ impl EventRecorder {
     /// Records an Event about APIService `name` (with `uid` when known). Never blocks: a
     /// repeat within the dedup window, or an Event past a full queue, is dropped.
     pub fn record(&self, name: &str, uid: Option<&str>, reason: EventReason, note: &str) {
-        let Some(shared) = &self.shared else {
-            return;
-        };
+        if let Some(shared) = self.room(name, reason) {
+            Self::enqueue(shared, name, uid, reason, note);
+        }
+    }
+
+    /// [`record`](Self::record), with the note made only for an Event that can be queued:
+    /// a thousand registrations at once record a thousand Events, most of them past the
+    /// queue's capacity.
+    pub fn record_with(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+        reason: EventReason,
+        note: impl FnOnce() -> String,
+    ) {
+        if let Some(shared) = self.room(name, reason) {
+            Self::enqueue(shared, name, uid, reason, &note());
+        }
+    }
+
+    /// The recorder's state when Events are on and the queue has room for this one.
+    fn room(&self, name: &str, reason: EventReason) -> Option<&Shared> {
+        let shared = self.shared.as_deref()?;
         if shared.tx.is_full() {
             debug!("event {reason} for {name}: queue full, dropped");
-            return;
+            return None;
         }
+        Some(shared)
+    }
+
+    /// Deduplicates the Event and queues it for the writer.
+    fn enqueue(shared: &Shared, name: &str, uid: Option<&str>, reason: EventReason, note: &str) {
         let note = truncate(note, MAX_NOTE_BYTES);
         if !shared
             .dedup
@@ -147,25 +172,6 @@ impl EventRecorder {
                     debug!("event {reason} for {name}: queue full, dropped");
                 }
             }
-        }
-    }
-
-    /// [`record`](Self::record), with the note made only for an Event that can be queued:
-    /// a thousand registrations at once record a thousand Events, most of them past the
-    /// queue's capacity.
-    pub fn record_with(
-        &self,
-        name: &str,
-        uid: Option<&str>,
-        reason: EventReason,
-        note: impl FnOnce() -> String,
-    ) {
-        match &self.shared {
-            Some(shared) if shared.tx.is_full() => {
-                debug!("event {reason} for {name}: queue full, dropped");
-            }
-            Some(_) => self.record(name, uid, reason, &note()),
-            None => {}
         }
     }
 
