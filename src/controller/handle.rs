@@ -253,7 +253,7 @@ impl EventHandler<APIService> for Enqueue {
             // Our own create, as the server stored it: its sync would decide what the
             // create did, unless admission changed a declared field or the manifest
             // changed while the create was on its way (then the sync puts it right).
-            if ours && inner.up_to_date(obj.name()) {
+            if ours && inner.up_to_date(obj) {
                 return;
             }
         }
@@ -279,7 +279,7 @@ impl EventHandler<APIService> for Enqueue {
             }
             // Our own apply, or another writer's change of what we do not declare: a sync
             // would decide "nothing to do" and record the success this name already has.
-            if written && ours && inner.state.settled(new.name()) && inner.up_to_date(new.name()) {
+            if written && ours && inner.state.settled(new.name()) && inner.up_to_date(new) {
                 return;
             }
         }
@@ -922,10 +922,11 @@ impl Inner {
         heartbeat.retire();
     }
 
-    /// Whether a sync of `name` now would find every declared field in place and decide
-    /// nothing to do. Entries whose CA bundle comes from a source are left to the sync,
-    /// which fills the bundle in.
-    fn up_to_date(&self, name: &str) -> bool {
+    /// Whether a sync of `obj`, the object a watch event just cached, would find every
+    /// declared field in place and decide nothing to do. Entries whose CA bundle comes from
+    /// a source are left to the sync, which fills the bundle in.
+    fn up_to_date(&self, obj: &APIService) -> bool {
+        let name = obj.name();
         let Some(desired) = self.state.desired(name) else {
             return false;
         };
@@ -934,7 +935,7 @@ impl Inner {
         }
         let d = sync::plan(
             &self.state,
-            &self.store,
+            Some(obj),
             &self.ownership,
             &self.availability,
             name,

@@ -132,27 +132,9 @@ impl fmt::Display for SyncError {
     }
 }
 
-/// Decides for `name` from the current facts, without acting.
+/// Decides for `name` from the current facts, without acting, on `cached`: the cached
+/// object as the caller read it (once, for everything it decides on).
 pub(crate) fn plan(
-    state: &State,
-    store: &Store<APIService>,
-    ownership: &Ownership,
-    availability: &Availability,
-    name: &str,
-    desired: Option<Desired>,
-) -> Decision {
-    plan_on(
-        state,
-        store.get(name).as_deref(),
-        ownership,
-        availability,
-        name,
-        desired,
-    )
-}
-
-/// [`plan`] on `cached`, the cached object as read by the caller.
-fn plan_on(
     state: &State,
     cached: Option<&APIService>,
     ownership: &Ownership,
@@ -193,7 +175,7 @@ pub(crate) fn sync(cx: &SyncContext<'_>, name: &str) -> Result<Pace, SyncError> 
     // One read of the cache for the decision and for what our last apply says about it: an
     // event between two reads would make the decision's object look like a newer one.
     let cached = cx.store.get(name);
-    let decision = plan_on(
+    let decision = plan(
         cx.state,
         cached.as_deref(),
         cx.ownership,
