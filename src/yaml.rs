@@ -63,19 +63,28 @@ pub(crate) fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> 
 }
 
 fn check_flow_depth(text: &str) -> Result<(), YamlError> {
-    let (mut depth, mut line) = (0usize, 1);
-    for b in text.bytes() {
+    // Lines are counted only for a text refused: this runs over every manifest at start.
+    let mut depth = 0usize;
+    for (at, b) in text.bytes().enumerate() {
         match b {
-            b'[' | b'{' => depth += 1,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    let line = text.as_bytes()[..at]
+                        .iter()
+                        .filter(|&&b| b == b'\n')
+                        .count()
+                        + 1;
+                    return Err(YamlError {
+                        line: Some(line),
+                        message: format!(
+                            "nested deeper than {MAX_FLOW_DEPTH} levels at line {line}"
+                        ),
+                    });
+                }
+            }
             b']' | b'}' => depth = depth.saturating_sub(1),
-            b'\n' => line += 1,
             _ => {}
-        }
-        if depth > MAX_FLOW_DEPTH {
-            return Err(YamlError {
-                line: Some(line),
-                message: format!("nested deeper than {MAX_FLOW_DEPTH} levels at line {line}"),
-            });
         }
     }
     Ok(())
