@@ -112,7 +112,8 @@ struct User {
     client_key: Option<PathBuf>,
     client_key_data: Option<String>,
     exec: Option<Exec>,
-    auth_provider: Option<serde_yaml_ng::Value>,
+    // Only whether it is there matters (it is refused); skipped, not built as a tree.
+    auth_provider: Option<serde::de::IgnoredAny>,
     #[serde(rename = "as")]
     impersonate: Option<String>,
     as_uid: Option<String>,
