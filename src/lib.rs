@@ -120,6 +120,7 @@ pub mod client;
 pub mod controller;
 #[doc(hidden)]
 pub mod diagnosis;
+mod hash;
 #[doc(hidden)]
 pub mod ops;
 mod prometheus;

@@ -19,12 +19,13 @@
 //! down: once nobody has undone our write for twice the cap, the next one-off edit is put
 //! back at once again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::hash::Map;
 use crate::runtime::workqueue::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY};
 
 /// Contested writes to one name within [`FIGHT_WINDOW`] that make a fight.
@@ -40,7 +41,7 @@ pub const FIGHT_BACKOFF_MAX_RANGE: (Duration, Duration) = (DEFAULT_BASE_DELAY, D
 
 /// Counts contested writes per name and reports when they amount to a fight.
 pub struct FightDetector {
-    recent: Mutex<HashMap<String, Recent>>,
+    recent: Mutex<Map<String, Recent>>,
     contested: AtomicU64,
     fights: AtomicU64,
     /// The pace's cap; twice it without a contested write ends a fight.

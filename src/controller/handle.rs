@@ -1,6 +1,5 @@
 //! The embeddable controller: registration methods, start, wait, shutdown.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,6 +18,7 @@ use super::state::State;
 use super::sync::{self, SyncContext, SyncError};
 use crate::api::{APIService, Resource};
 use crate::client::{Api, Canceller, Client, WriteGate};
+use crate::hash::Set;
 use crate::runtime::clock::deadline_after;
 use crate::runtime::liveness::Liveness;
 use crate::runtime::reachability::{Change, Reachability};
@@ -211,7 +211,7 @@ struct Inner {
     reach: Arc<Reachability>,
     /// Names whose write found the server unreachable: decided again once it answers, not
     /// each on its own backoff.
-    parked: Mutex<HashSet<String>>,
+    parked: Mutex<Set<String>>,
 }
 
 #[derive(Default)]
@@ -408,7 +408,7 @@ impl Controller {
             threads: Mutex::new(Threads::default()),
             timers,
             reach,
-            parked: Mutex::new(HashSet::new()),
+            parked: Mutex::new(Set::default()),
         });
         let weak = Arc::downgrade(&inner);
         inner.reach.subscribe(move |change| {
@@ -795,7 +795,7 @@ impl Inner {
                 return;
             }
         }
-        let names: HashSet<String> = self.store.keys().into_iter().collect();
+        let names: Set<String> = self.store.keys().into_iter().collect();
         info!(
             "cache synced: {} present at start",
             crate::text::count(names.len(), "APIService")

@@ -1,6 +1,5 @@
 //! What a sync reports beside its outcome: metrics, Events, and "left alone" notices.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -8,6 +7,7 @@ use parking_lot::Mutex;
 use super::decision::Cell;
 use super::events::EventRecorder;
 use super::metrics::ControllerMetrics;
+use crate::hash::Set;
 
 /// The observers every worker's sync reports to; one per controller.
 pub(crate) struct Reporters {
@@ -16,7 +16,7 @@ pub(crate) struct Reporters {
     /// Kubernetes Events for writes and refusals.
     pub(crate) events: EventRecorder,
     /// (name, cell) pairs already explained at INFO.
-    noticed: Mutex<HashSet<(String, Cell)>>,
+    noticed: Mutex<Set<(String, Cell)>>,
 }
 
 impl Reporters {
@@ -25,7 +25,7 @@ impl Reporters {
         Reporters {
             metrics,
             events,
-            noticed: Mutex::new(HashSet::new()),
+            noticed: Mutex::new(Set::default()),
         }
     }
 

@@ -1,12 +1,12 @@
 //! What the controller remembers between syncs: desired set, synced-once names, names present at start.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::decision::Desired;
+use crate::hash::{Map, Set};
 use crate::runtime::clock::deadline_after;
 
 /// Delete events remembered between relists for [`State::note_deleted`].
@@ -54,31 +54,31 @@ pub(crate) struct LastApply {
 #[derive(Default)]
 pub(crate) struct State {
     /// name → desired object and mode.
-    desired: RwLock<HashMap<Arc<str>, Desired>>,
+    desired: RwLock<Map<Arc<str>, Desired>>,
     /// Names this process has synced successfully at least once; a desired name shares
     /// its key's allocation (thousands of names, each otherwise copied once more).
-    synced_once: Mutex<HashSet<Arc<str>>>,
+    synced_once: Mutex<Set<Arc<str>>>,
     /// Names removed from the desired set whose removal has not synced since: a waiter
     /// waits for their deletion (or for the object to stop being ours) too.
-    removed: Mutex<HashSet<Arc<str>>>,
+    removed: Mutex<Set<Arc<str>>>,
     /// Names this process created whose object the cache has not shown yet, with the
     /// created UID: until it does, a sync sees nothing there (nothing to delete after a
     /// removal, and a create again would only be answered 409).
-    unseen_creates: Mutex<HashMap<Arc<str>, Option<Box<str>>>>,
+    unseen_creates: Mutex<Map<Arc<str>, Option<Box<str>>>>,
     /// The UID of the last delete event per name, since the last relist: a watch may show
     /// our create and its deletion by someone else before the create's answer is read.
-    deleted_uids: Mutex<HashMap<Arc<str>, Box<str>>>,
+    deleted_uids: Mutex<Map<Arc<str>, Box<str>>>,
     /// Names in the cache when it first synced; `None` until then.
-    at_start: RwLock<Option<HashSet<String>>>,
+    at_start: RwLock<Option<Set<String>>>,
     /// Last failure per name, cleared on success (for `--once` reports).
-    failures: Mutex<HashMap<String, String>>,
+    failures: Mutex<Map<String, String>>,
     /// Names a guard holds, with why; cleared by any other outcome.
-    blocked: Mutex<HashMap<String, String>>,
+    blocked: Mutex<Map<String, String>>,
     /// The last write the server refused as invalid, per name; cleared on success.
-    rejected: Mutex<HashMap<String, Rejection>>,
+    rejected: Mutex<Map<String, Rejection>>,
     /// Our last successful apply per name: to tell our own apply not yet seen from
     /// someone undoing it.
-    applies: Mutex<HashMap<Arc<str>, LastApply>>,
+    applies: Mutex<Map<Arc<str>, LastApply>>,
     /// Notified when an outcome changes what a convergence waiter reads (a name synced for
     /// the first time, a failure, a guard), and on every outcome and observed object while
     /// an observer waits (see [`wait_observing`](Self::wait_observing)).
@@ -233,7 +233,7 @@ impl State {
     }
 
     /// Records the names present when the cache first synced (once).
-    pub(crate) fn record_at_start(&self, names: HashSet<String>) {
+    pub(crate) fn record_at_start(&self, names: Set<String>) {
         let mut at_start = self.at_start.write();
         if at_start.is_none() {
             *at_start = Some(names);
@@ -554,7 +554,7 @@ mod tests {
     #[test]
     fn a_removed_name_waits_for_its_deletion_and_for_the_cache_to_show_our_create() {
         let s = State::default();
-        s.record_at_start(HashSet::new());
+        s.record_at_start(Set::default());
         s.set_desired("a".into(), desired("a"));
         s.record_outcome("a", Outcome::Synced);
         s.note_created("a", Some("u1"));
@@ -619,7 +619,7 @@ mod tests {
     fn a_repeated_outcome_or_a_seen_create_wakes_only_observers() {
         let s = State::default();
         let wakes = || s.wakes.load(Ordering::SeqCst);
-        s.record_at_start(HashSet::new());
+        s.record_at_start(Set::default());
         s.set_desired("a".into(), desired("a"));
         let w = wakes();
         s.record_outcome("a", Outcome::Synced);
@@ -664,7 +664,7 @@ mod tests {
     fn first_syncs_wake_the_waiter_only_when_they_can_end_its_wait() {
         let s = State::default();
         let wakes = || s.wakes.load(Ordering::SeqCst);
-        s.record_at_start(HashSet::new());
+        s.record_at_start(Set::default());
         for n in ["a", "b", "c", "d"] {
             s.set_desired(n.into(), desired(n));
         }

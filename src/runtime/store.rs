@@ -1,7 +1,8 @@
 //! The cache a reflector fills: objects by key behind one lock, handed out as `Arc`s.
 
 use std::borrow::Borrow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,13 +10,14 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::api::Resource;
+use crate::hash::Set;
 
 /// A thread-safe map from key to the latest known object, plus a "synced once" flag.
 ///
 /// Keys are the name for cluster-scoped kinds and `namespace/name` for namespaced ones
 /// (see [`key_of`]). Readers hold the lock only for a lookup or a copy of the `Arc`s.
 pub struct Store<K> {
-    objects: RwLock<HashSet<Entry<K>>>,
+    objects: RwLock<Set<Entry<K>>>,
     synced: Mutex<bool>,
     synced_cv: Condvar,
 }
@@ -79,7 +81,7 @@ impl<K: Resource> Store<K> {
     /// An empty, not yet synced store.
     pub fn new() -> Self {
         Store {
-            objects: RwLock::new(HashSet::new()),
+            objects: RwLock::new(Set::default()),
             synced: Mutex::new(false),
             synced_cv: Condvar::new(),
         }
@@ -150,7 +152,7 @@ impl<K: Resource> Store<K> {
 
     /// Swaps in a whole new map in one write (readers never see half of it); answers the old one.
     pub fn replace(&self, objects: HashMap<String, Arc<K>>) -> HashMap<String, Arc<K>> {
-        let next: HashSet<Entry<K>> = objects.into_values().map(Entry::new).collect();
+        let next: Set<Entry<K>> = objects.into_values().map(Entry::new).collect();
         let old = std::mem::replace(&mut *self.objects.write(), next);
         old.into_iter()
             .map(|e| (e.key().to_string(), e.obj))

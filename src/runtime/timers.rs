@@ -7,7 +7,6 @@
 //! next. A task runs on that one thread, so it must be short; the longest (writing one Event)
 //! is bounded by its request timeout.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::{JoinHandle, ThreadId};
 use std::time::Instant;
@@ -15,6 +14,7 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex};
 
 use super::clock::{Clock, RealClock, Wakeup};
+use crate::hash::Map;
 
 /// Work a [`Timers`] thread runs at a deadline.
 pub trait Task: Send + Sync + 'static {
@@ -42,7 +42,7 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
-    tasks: HashMap<u64, Entry>,
+    tasks: Map<u64, Entry>,
     next_id: u64,
     /// The task running now, and the thread running it.
     running: Option<(u64, ThreadId)>,

@@ -1,13 +1,13 @@
 //! The backends of withdrawn APIServices: Services and EndpointSlices, watched only in the
 //! namespaces that desired services with withdrawal on use, and only while they do.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::api::{EndpointSlice, Service, ServiceReference};
 use crate::client::{Api, Client};
+use crate::hash::Map;
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
 
@@ -36,8 +36,8 @@ struct BackendState {
     started: bool,
     stopped: bool,
     /// name → namespace of its service, for names with withdrawal on.
-    users: HashMap<String, String>,
-    namespaces: HashMap<String, Watched>,
+    users: Map<String, String>,
+    namespaces: Map<String, Watched>,
 }
 
 /// Forwards every change in one namespace.

@@ -13,7 +13,6 @@ mod backends;
 pub mod status;
 pub mod withdraw;
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -25,6 +24,7 @@ use crate::api::APIService;
 use crate::client::Client;
 use crate::controller::decision::{Desired, Withdrawal};
 use crate::controller::events::{EventReason, EventRecorder};
+use crate::hash::Map;
 use crate::prometheus::escape_label;
 use crate::runtime::reflector::ReflectorOptions;
 use crate::runtime::workqueue::RateLimitingQueue;
@@ -58,7 +58,7 @@ struct Entry {
 /// Availability tracking and withdrawal for one controller.
 pub struct Availability {
     global: Option<Duration>,
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<Map<String, Entry>>,
     queue: Arc<RateLimitingQueue<String>>,
     backends: Backends,
     events: EventRecorder,
@@ -83,7 +83,7 @@ impl Availability {
             });
             Availability {
                 global,
-                entries: Mutex::new(HashMap::new()),
+                entries: Mutex::new(Map::default()),
                 queue,
                 backends: Backends::new(client, options, on_change),
                 events,

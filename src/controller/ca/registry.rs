@@ -2,7 +2,7 @@
 //! APIService names use each, and what each source holds now. A change of a source
 //! re-queues every name using it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -14,6 +14,7 @@ use super::pem::CaBundle;
 use super::source::CaSource;
 use crate::api::{ConfigMap, Resource, Secret};
 use crate::client::{Api, Client};
+use crate::hash::Map;
 use crate::runtime::reflector::{EventHandler, Reflector, ReflectorHandle, ReflectorOptions};
 use crate::runtime::store::Store;
 use crate::runtime::timers::{Task, TimerHandle, Timers};
@@ -68,7 +69,7 @@ struct Shared {
     /// apiservice → earliest `notAfter` (Unix seconds) of its bundle.
     expiry: Mutex<BTreeMap<String, i64>>,
     /// apiservice → the `notAfter` already warned about.
-    warned: Mutex<HashMap<String, i64>>,
+    warned: Mutex<Map<String, i64>>,
 }
 
 struct Due {
@@ -80,9 +81,9 @@ struct Due {
 struct Registry {
     started: bool,
     stopped: bool,
-    by_name: HashMap<String, CaSource>,
+    by_name: Map<String, CaSource>,
     users: BTreeMap<CaSource, BTreeSet<String>>,
-    watches: HashMap<CaSource, Watch>,
+    watches: Map<CaSource, Watch>,
 }
 
 enum Watch {

@@ -1,9 +1,9 @@
 //! Drops repeats: the same (name, reason, note) within a window is recorded once.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::EventReason;
+use crate::hash::Map;
 
 /// How long a repeat is suppressed: client-go's `EventAggregator` interval (10 minutes).
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(600);
@@ -15,7 +15,7 @@ pub const DEDUP_MAX_KEYS: usize = 4096;
 #[derive(Debug)]
 pub struct Deduper {
     window: Duration,
-    seen: HashMap<(String, EventReason, String), Instant>,
+    seen: Map<(String, EventReason, String), Instant>,
 }
 
 impl Deduper {
@@ -23,7 +23,7 @@ impl Deduper {
     pub fn new(window: Duration) -> Deduper {
         Deduper {
             window,
-            seen: HashMap::new(),
+            seen: Map::default(),
         }
     }
 

@@ -11,7 +11,7 @@
 //! The queue does not know why a key is held (a server's `Retry-After`, for the controller).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 
 use super::metrics::QueueMetrics;
 use super::queue::Queue;
+use crate::hash::Map;
 use crate::runtime::clock::{deadline_after, Clock};
 use crate::runtime::timers::{Task, TimerHandle, Timers};
 
@@ -50,9 +51,9 @@ struct Timer<T> {
 struct TimerState<T> {
     heap: BinaryHeap<Entry<T>>,
     /// The live deadline of each waiting item; heap entries with another `seq` are stale.
-    waiting: HashMap<T, (Instant, u64)>,
+    waiting: Map<T, (Instant, u64)>,
     /// Keys held back until an instant (see [`DelayingQueue::hold`]); pruned when passed.
-    holds: HashMap<T, Instant>,
+    holds: Map<T, Instant>,
     next_seq: u64,
     stopped: bool,
 }
@@ -105,8 +106,8 @@ impl<T: Clone + Eq + Hash + Send + 'static> DelayingQueue<T> {
         let timer = Arc::new(Timer {
             state: Mutex::new(TimerState {
                 heap: BinaryHeap::new(),
-                waiting: HashMap::new(),
-                holds: HashMap::new(),
+                waiting: Map::default(),
+                holds: Map::default(),
                 next_seq: 0,
                 stopped: false,
             }),

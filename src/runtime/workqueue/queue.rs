@@ -10,7 +10,7 @@
 //!   is client-go's `ShutDownWithDrain`: queued items are still handed out and the
 //!   caller waits until every one is done.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +18,7 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex};
 
 use super::metrics::QueueMetrics;
+use crate::hash::Map;
 use crate::runtime::clock::Clock;
 
 /// Capacity (items) above which an emptied queue gives its tables back: a start with
@@ -39,9 +40,9 @@ pub struct Queue<T> {
 struct State<T> {
     queue: VecDeque<T>,
     /// Items that need processing, with the instant they were added (for the queue-duration metric).
-    dirty: HashMap<T, Instant>,
+    dirty: Map<T, Instant>,
     /// Items handed to a worker and not yet done, with the instant they were handed out.
-    processing: HashMap<T, Instant>,
+    processing: Map<T, Instant>,
     shutting_down: bool,
     drain: bool,
 }
@@ -53,10 +54,10 @@ impl<T: Eq + Hash> State<T> {
             self.queue = VecDeque::new();
         }
         if self.dirty.capacity() > KEEP_CAPACITY {
-            self.dirty = HashMap::new();
+            self.dirty = Map::default();
         }
         if self.processing.is_empty() && self.processing.capacity() > KEEP_CAPACITY {
-            self.processing = HashMap::new();
+            self.processing = Map::default();
         }
     }
 }
@@ -67,8 +68,8 @@ impl<T: Clone + Eq + Hash> Queue<T> {
         Queue {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
-                dirty: HashMap::new(),
-                processing: HashMap::new(),
+                dirty: Map::default(),
+                processing: Map::default(),
                 shutting_down: false,
                 drain: false,
             }),

@@ -1,12 +1,12 @@
 //! Retry policies: how long an item waits before its next attempt, kept out of the queue.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::hash::Map;
 use crate::runtime::clock::{Clock, RealClock};
 use crate::token_bucket::TokenBucket;
 
@@ -25,7 +25,7 @@ pub trait RateLimiter<T>: Send + Sync {
 pub struct ItemExponentialFailureRateLimiter<T> {
     base: Duration,
     max: Duration,
-    failures: Mutex<HashMap<T, u32>>,
+    failures: Mutex<Map<T, u32>>,
 }
 
 impl<T> ItemExponentialFailureRateLimiter<T> {
@@ -34,7 +34,7 @@ impl<T> ItemExponentialFailureRateLimiter<T> {
         ItemExponentialFailureRateLimiter {
             base,
             max,
-            failures: Mutex::new(HashMap::new()),
+            failures: Mutex::new(Map::default()),
         }
     }
 }
