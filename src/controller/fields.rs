@@ -114,14 +114,18 @@ impl Applied {
                     .flat_map(|e| e.fields.iter().map(|f| (f, true))),
             )
         {
-            // Releasing what the object does not hold changes nothing; a default our old
-            // entry owns for having created the object comes back as it was. (Our writes
-            // set only the scoped fields, so the scoped object holds all we can own.)
+            // A declared field stays ours (most of what we own: checked first, before the
+            // lookup). Releasing what the object does not hold changes nothing; a default
+            // our old entry owns for having created the object comes back as it was. (Our
+            // writes set only the scoped fields, so the scoped object holds all we can own.)
+            if self.declares(field) {
+                continue;
+            }
             let present = value_at(&object, field);
             let defaulted = by_update_only
                 && present.is_some_and(|v| is_default(field, v))
                 && !applied.is_some_and(|a| a.fields.contains(field));
-            if present.is_some() && !defaulted && !self.declares(field) {
+            if present.is_some() && !defaulted {
                 released.insert(field.clone());
             }
         }

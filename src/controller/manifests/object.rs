@@ -103,7 +103,8 @@ fn apiservice(mut value: Value) -> Result<APIService, Problems> {
         return Err(problems);
     }
     let name = value
-        .pointer("/metadata/name")
+        .get("metadata")
+        .and_then(|m| m.get("name"))
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
