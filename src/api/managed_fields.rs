@@ -326,7 +326,7 @@ struct Recent(Mutex<Vec<(Box<str>, Arc<FieldOwnership>)>>);
 impl Recent {
     /// The summary of `text`: the one kept for it, else a new one, kept.
     fn summary(&self, text: &str) -> Arc<FieldOwnership> {
-        if let Some((_, o)) = self.0.lock().iter().find(|(t, _)| **t == *text) {
+        if let Some((_, o)) = self.0.lock().iter().find(|(t, _)| same_text(t, text)) {
             return o.clone();
         }
         let o = shared(FieldOwnership::parse_text(text));
@@ -335,6 +335,19 @@ impl Recent {
         recent.truncate(MAX_RECENT);
         o
     }
+}
+
+/// Whether `a` and `b` are the same text, compared eight bytes at a time: these texts run
+/// to kilobytes and usually differ only late (a timestamp), and musl's `memcmp`, which `==`
+/// calls in the static binary, compares a byte at a time.
+fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let word = |c: &[u8]| <[u8; 8]>::try_from(c).map(u64::from_ne_bytes).ok();
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    a8.remainder() == b8.remainder() && a8.zip(b8).all(|(x, y)| word(x) == word(y))
 }
 
 /// The shared summary of the `managedFields` text `text` (see [`MAX_RECENT`], [`shared`]).
@@ -464,6 +477,19 @@ mod tests {
             FieldOwnership::parse_text("not json"),
             FieldOwnership::default()
         );
+    }
+
+    #[test]
+    fn texts_are_the_same_only_when_every_byte_is() {
+        let a = "0123456789abcdefXYZ";
+        assert!(same_text(a, a));
+        assert!(same_text("", ""));
+        for (i, c) in a.char_indices() {
+            let mut b = a.to_string();
+            b.replace_range(i..i + 1, if c == '_' { "-" } else { "_" });
+            assert!(!same_text(a, &b), "byte {i}");
+        }
+        assert!(!same_text(a, &a[..18]));
     }
 
     #[test]

@@ -110,20 +110,12 @@ fn take_over(cx: &SyncContext<'_>, name: &str, a: &Apply) -> Result<Option<Box<s
 }
 
 /// What an applied configuration sets, hashed (not the UID an apply carries, which names
-/// the object, not a field). Streamed into the hasher: every write computes it.
+/// the object, not a field). Every write computes it: the text is hashed in one piece
+/// (serde_json writes it in dozens of small pieces, each a call into SipHash, which cost
+/// more than writing it), by foldhash with a fixed seed (a fingerprint compared within
+/// the process, never stored).
 pub(crate) fn config_fingerprint(config: &APIService) -> Option<u64> {
-    use std::hash::Hasher;
-    /// Feeds what serde_json writes to a hasher.
-    struct HashWriter(std::collections::hash_map::DefaultHasher);
-    impl std::io::Write for HashWriter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.write(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use std::hash::BuildHasher;
     let m = &config.metadata;
     let sets = (
         &config.api_version,
@@ -134,9 +126,8 @@ pub(crate) fn config_fingerprint(config: &APIService) -> Option<u64> {
         &m.extra,
         &config.spec,
     );
-    let mut h = HashWriter(Default::default());
-    serde_json::to_writer(&mut h, &sets).ok()?;
-    Some(h.0.finish())
+    let text = serde_json::to_vec(&sets).ok()?;
+    Some(foldhash::quality::FixedState::default().hash_one(text))
 }
 
 /// A put-back of declared fields someone else changed (`contest`, their writers from
