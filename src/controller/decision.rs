@@ -577,7 +577,11 @@ fn rule(ownership: &Ownership, facts: &Facts<'_>) -> (Action, &'static str) {
     }
     // 5B, 5C, 6B, 6C: apply what the manifest declares, when the object lacks it or we
     // own a field it no longer declares.
-    let applied = Applied::of(ownership, desired);
+    let config = Applied::config(ownership, desired);
+    if Applied::holds_exactly(&config, curr) {
+        return (Action::None, DECLARED_UP_TO_DATE);
+    }
+    let applied = Applied::from_config(config);
     let cmp = applied.compare(curr, &ownership.field_manager);
     if !cmp.needs_apply() {
         return (Action::None, DECLARED_UP_TO_DATE);

@@ -56,6 +56,31 @@ impl Applied {
         config
     }
 
+    /// Whether `current` holds exactly what `config` declares and nothing more in the
+    /// declared scope (labels, annotations, finalizers, owner references, spec). Then the
+    /// two scoped trees are the same, so [`compare`](Self::compare) finds no field that
+    /// differs and none of ours to release, and a decision skips building them (the
+    /// common case: the event of our own write). Unknown spec fields may hold nulls,
+    /// which the trees treat as absent; a configuration with any takes the comparison.
+    pub fn holds_exactly(config: &APIService, current: &APIService) -> bool {
+        let (c, o) = (&config.metadata, &current.metadata);
+        let same = |key: &str| {
+            let scoped = |v: &&Value| !v.is_null();
+            c.extra.get(key).filter(scoped) == o.extra.get(key).filter(scoped)
+        };
+        config.spec.extra.is_empty()
+            && config
+                .spec
+                .service
+                .as_ref()
+                .is_none_or(|s| s.extra.is_empty())
+            && config.spec == current.spec
+            && c.labels == o.labels
+            && c.annotations == o.annotations
+            && same("finalizers")
+            && same("ownerReferences")
+    }
+
     /// A configuration as it is: what it sets is what it declares.
     pub fn from_config(config: APIService) -> Applied {
         let tree = scoped_object(&config);
@@ -685,6 +710,63 @@ mod tests {
         let c = Applied::of(&Ownership::default(), &Desired::new(&fewer, d.mode)).compare(&obj, ME);
         assert_eq!(names(&c.released), ["metadata.labels[\"team\"]"]);
         assert!(c.migrate);
+    }
+
+    /// The shortcut of a decision agrees with the comparison: an object that holds exactly
+    /// the configuration's scope needs no apply, whatever we own; any change to that scope
+    /// (or unknown spec fields) takes the comparison.
+    #[test]
+    fn an_object_holding_exactly_the_configuration_needs_no_apply() {
+        let mut with_port = (*desired(None).object).clone();
+        if let Some(s) = with_port.spec.service.as_mut() {
+            s.port = Some(443);
+        }
+        let d = Desired::new(&with_port, SyncMode::Always);
+        let labels = json!({"f:autoregister.dev/automanaged": {}, "f:team": {}, "f:old": {}});
+        let fields = json!([ours(json!({"f:metadata": {"f:labels": labels}, "f:spec": spec_fields()}))]);
+        let config = Applied::config(&Ownership::default(), &d);
+        let base = stored(&d, fields);
+        assert!(Applied::holds_exactly(&config, &base));
+        let changes: [(&str, fn(&mut APIService)); 7] = [
+            ("a label we own and no longer declare", |o| o.metadata.set_label("old", "y")),
+            ("a spec field", |o| o.spec.version_priority = 11),
+            ("an injected CA bundle", |o| {
+                o.spec.ca_bundle = Some(b"x".to_vec().into_boxed_slice())
+            }),
+            ("an annotation", |o| {
+                o.metadata.annotations = Some(StringMap::from([("a".into(), "b".into())]))
+            }),
+            ("a finalizer", |o| {
+                o.metadata.extra.insert("finalizers".into(), json!(["f"]));
+            }),
+            ("the port", |o| {
+                if let Some(s) = o.spec.service.as_mut() {
+                    s.port = None;
+                }
+            }),
+            ("an unknown spec field", |o| {
+                o.spec.extra.insert("x".into(), json!({"y": null}));
+            }),
+        ];
+        let mut object = base.clone();
+        object.metadata.extra.insert("finalizers".into(), Value::Null);
+        assert!(Applied::holds_exactly(&config, &object), "null is absent");
+        for (what, change) in changes {
+            let mut object = base.clone();
+            change(&mut object);
+            assert!(!Applied::holds_exactly(&config, &object), "{what}");
+            // The configuration changed the same way: held exactly only when the
+            // comparison agrees.
+            let mut declared = (*d.object).clone();
+            change(&mut declared);
+            let config = Applied::config(&Ownership::default(), &Desired::new(&declared, d.mode));
+            if Applied::holds_exactly(&config, &object) {
+                let c = Applied::from_config(config).compare(&object, ME);
+                assert!(!c.needs_apply(), "{what}: {c:?}");
+            }
+        }
+        let c = Applied::from_config(config).compare(&base, ME);
+        assert!(!c.needs_apply(), "{c:?}");
     }
 
     #[test]
