@@ -3,6 +3,7 @@
 mod auth;
 mod child;
 mod config;
+mod created_uid;
 mod error;
 mod exec;
 mod impersonation;

@@ -271,23 +271,13 @@ impl<K: Resource> Api<K> {
     }
 
     /// Creates `obj` and reads only the UID the server gave it (for an Event naming the
-    /// object); the rest of the answer is skipped, not decoded.
+    /// object); the answer is read up to the UID and no further.
     pub fn create_uid(&self, obj: &K) -> Result<Option<String>, Error> {
-        #[derive(serde::Deserialize)]
-        struct Created {
-            #[serde(default)]
-            metadata: CreatedMeta,
-        }
-        #[derive(serde::Deserialize, Default)]
-        struct CreatedMeta {
-            #[serde(default)]
-            uid: Option<String>,
-        }
         let path = self.with_manager(self.collection_path());
         let body = self
             .client
             .send(Verb::Post, &path, Some(encode_json(obj)?))?;
-        decode::<Created>(&body).map(|c| c.metadata.uid)
+        super::created_uid::created_uid(&body).map_err(|e| Error::Decode(e.to_string()))
     }
 
     /// [`update`](Self::update) without decoding the answer (see [`create_unread`](Self::create_unread)).

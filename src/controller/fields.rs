@@ -723,12 +723,17 @@ mod tests {
         }
         let d = Desired::new(&with_port, SyncMode::Always);
         let labels = json!({"f:autoregister.dev/automanaged": {}, "f:team": {}, "f:old": {}});
-        let fields = json!([ours(json!({"f:metadata": {"f:labels": labels}, "f:spec": spec_fields()}))]);
+        let fields = json!([ours(
+            json!({"f:metadata": {"f:labels": labels}, "f:spec": spec_fields()})
+        )]);
         let config = Applied::config(&Ownership::default(), &d);
         let base = stored(&d, fields);
         assert!(Applied::holds_exactly(&config, &base));
-        let changes: [(&str, fn(&mut APIService)); 7] = [
-            ("a label we own and no longer declare", |o| o.metadata.set_label("old", "y")),
+        type Change = (&'static str, fn(&mut APIService));
+        let changes: [Change; 7] = [
+            ("a label we own and no longer declare", |o| {
+                o.metadata.set_label("old", "y")
+            }),
             ("a spec field", |o| o.spec.version_priority = 11),
             ("an injected CA bundle", |o| {
                 o.spec.ca_bundle = Some(b"x".to_vec().into_boxed_slice())
@@ -749,7 +754,10 @@ mod tests {
             }),
         ];
         let mut object = base.clone();
-        object.metadata.extra.insert("finalizers".into(), Value::Null);
+        object
+            .metadata
+            .extra
+            .insert("finalizers".into(), Value::Null);
         assert!(Applied::holds_exactly(&config, &object), "null is absent");
         for (what, change) in changes {
             let mut object = base.clone();
