@@ -396,34 +396,62 @@ fn encode_json<T: Serialize>(v: &T) -> Result<Vec<u8>, Error> {
     serde_json::to_vec(v).map_err(|e| Error::Decode(format!("cannot encode request: {e}")))
 }
 
-/// Builds `?a=b&c=d` with percent-encoded values.
+/// Builds `?a=b&c=d` with percent-encoded values, in one string (every write builds one).
 #[derive(Default)]
-struct Query(Vec<String>);
+struct Query(String);
 
 impl Query {
     fn opt(&mut self, key: &str, value: Option<&str>) {
         if let Some(v) = value {
-            self.0.push(format!("{key}={}", encode(v)));
+            self.0.push(if self.0.is_empty() { '?' } else { '&' });
+            self.0.push_str(key);
+            self.0.push('=');
+            encode_into(&mut self.0, v);
         }
     }
-    fn finish(self, path: String) -> String {
-        if self.0.is_empty() {
-            path
-        } else {
-            format!("{path}?{}", self.0.join("&"))
-        }
+    fn finish(self, mut path: String) -> String {
+        path.push_str(&self.0);
+        path
     }
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters.
 pub(crate) fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
+    encode_into(&mut out, s);
+    out
+}
+
+/// [`encode`], appended to `out`.
+fn encode_into(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push('%');
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 15)] as char);
         }
     }
-    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_are_percent_encoded_and_joined() {
+        assert_eq!(encode("a-z_0.9~"), "a-z_0.9~");
+        assert_eq!(encode("a b/ü=&?"), "a%20b%2F%C3%BC%3D%26%3F");
+        let mut q = Query::default();
+        assert_eq!(Query::default().finish("/p".into()), "/p");
+        q.opt("fieldManager", Some("my manager"));
+        q.opt("dryRun", None);
+        q.opt("labelSelector", Some("a=b,c"));
+        assert_eq!(
+            q.finish("/p".into()),
+            "/p?fieldManager=my%20manager&labelSelector=a%3Db%2Cc"
+        );
+    }
 }

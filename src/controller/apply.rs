@@ -12,7 +12,9 @@ use super::fields::{self, Applied, Takeover};
 use super::fights::FIGHT_WINDOW;
 use super::state::LastApply;
 use super::sync::SyncContext;
-use crate::api::{APIService, FieldPath, Resource, Status};
+use crate::api::{
+    APIService, APIServiceSpec, Extra, FieldPath, ObjectMeta, Resource, ServiceReference, Status,
+};
 use crate::client::{Error, ListParams};
 
 /// How long our own apply may take to show in the cache before the same apply is sent
@@ -110,24 +112,71 @@ fn take_over(cx: &SyncContext<'_>, name: &str, a: &Apply) -> Result<Option<Box<s
 }
 
 /// What an applied configuration sets, hashed (not the UID an apply carries, which names
-/// the object, not a field). Every write computes it: the text is hashed in one piece
-/// (serde_json writes it in dozens of small pieces, each a call into SipHash, which cost
-/// more than writing it), by foldhash with a fixed seed (a fingerprint compared within
-/// the process, never stored).
-pub(crate) fn config_fingerprint(config: &APIService) -> Option<u64> {
-    use std::hash::BuildHasher;
-    let m = &config.metadata;
-    let sets = (
-        &config.api_version,
-        &config.kind,
-        &m.name,
-        &m.labels,
-        &m.annotations,
-        &m.extra,
-        &config.spec,
-    );
-    let text = serde_json::to_vec(&sets).ok()?;
-    Some(foldhash::quality::FixedState::default().hash_one(text))
+/// the object, not a field). Every write computes it, so it hashes the typed fields
+/// rather than their JSON (writing that text cost as much as the request body's). Every
+/// field is named below, so a field added to the types does not compile until it is
+/// hashed or said not to be. foldhash with a fixed seed: a fingerprint compared within
+/// the process, never stored.
+pub(crate) fn config_fingerprint(config: &APIService) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let APIService {
+        api_version,
+        kind,
+        metadata,
+        spec,
+        status: _,
+        extra: _,
+    } = config;
+    let ObjectMeta {
+        name,
+        labels,
+        annotations,
+        extra: meta_extra,
+        namespace: _,
+        uid: _,
+        resource_version: _,
+        generation: _,
+        creation_timestamp: _,
+        deletion_timestamp: _,
+        managed_fields: _,
+        field_owners: _,
+    } = metadata;
+    let APIServiceSpec {
+        service,
+        group,
+        version,
+        insecure_skip_tls_verify,
+        ca_bundle,
+        group_priority_minimum,
+        version_priority,
+        extra: spec_extra,
+    } = spec;
+    let mut h = foldhash::quality::FixedState::default().build_hasher();
+    (api_version, kind, name).hash(&mut h);
+    for map in [labels, annotations] {
+        map.as_ref().map(|m| m.len()).hash(&mut h);
+        for pair in map.iter().flatten() {
+            pair.hash(&mut h);
+        }
+    }
+    match service {
+        Some(ServiceReference {
+            namespace,
+            name,
+            port,
+            extra,
+        }) => (true, namespace, name, port, extra_text(extra)).hash(&mut h),
+        None => false.hash(&mut h),
+    }
+    (group, version, insecure_skip_tls_verify, ca_bundle).hash(&mut h);
+    (group_priority_minimum, version_priority).hash(&mut h);
+    (extra_text(meta_extra), extra_text(spec_extra)).hash(&mut h);
+    h.finish()
+}
+
+/// Unknown fields as JSON text, to hash (usually there are none).
+fn extra_text(extra: &Extra) -> Option<String> {
+    (!extra.is_empty()).then(|| serde_json::to_string(&**extra).unwrap_or_default())
 }
 
 /// A put-back of declared fields someone else changed (`contest`, their writers from
@@ -238,8 +287,8 @@ pub(crate) fn prior(
 ) -> Result<Prior, NotNow> {
     let cached_rv = cached.and_then(|o| o.metadata.resource_version.clone());
     let written = match action {
-        Action::Create(o) => config_fingerprint(o),
-        Action::Update(a) | Action::Adopt(a) => config_fingerprint(&a.config),
+        Action::Create(o) => Some(config_fingerprint(o)),
+        Action::Update(a) | Action::Adopt(a) => Some(config_fingerprint(&a.config)),
         Action::Delete { .. } => Some(DELETED),
         _ => None,
     };
@@ -349,15 +398,46 @@ mod tests {
             .extra
             .insert("finalizers".into(), serde_json::json!(["x/y"]));
         let fp = config_fingerprint(&a);
-        assert!(fp.is_some());
         let mut same = a.clone();
         same.metadata.uid = Some("u".into());
+        same.metadata.resource_version = Some("7".into());
         assert_eq!(config_fingerprint(&same), fp, "the UID names the object");
-        let mut other = a.clone();
-        other.spec.version_priority = 11;
-        assert_ne!(config_fingerprint(&other), fp);
-        let mut relabelled = a.clone();
-        relabelled.metadata.set_label("k", "w");
-        assert_ne!(config_fingerprint(&relabelled), fp);
+        type Change = (&'static str, fn(&mut APIService));
+        let changes: [Change; 9] = [
+            ("a spec field", |o| o.spec.version_priority = 11),
+            ("a label", |o| o.metadata.set_label("k", "w")),
+            ("a label added", |o| o.metadata.set_label("k2", "v")),
+            ("an annotation", |o| {
+                o.metadata.annotations = Some([("a".to_string(), "b".to_string())].into())
+            }),
+            ("a finalizer", |o| {
+                o.metadata
+                    .extra
+                    .insert("finalizers".into(), serde_json::json!(["x/z"]));
+            }),
+            ("the CA bundle", |o| {
+                o.spec.ca_bundle = Some(Box::from(&b"ca"[..]))
+            }),
+            ("a service", |o| {
+                o.spec.service = Some(crate::api::ServiceReference {
+                    name: "s".into(),
+                    ..Default::default()
+                })
+            }),
+            ("an unknown spec field", |o| {
+                o.spec.extra.insert("x".into(), serde_json::json!(1));
+            }),
+            ("the name", |o| o.metadata.name = Some("v1.b.io".into())),
+        ];
+        for (what, change) in changes {
+            let mut other = a.clone();
+            change(&mut other);
+            assert_ne!(config_fingerprint(&other), fp, "{what}");
+        }
+        // Labels and annotations are hashed apart: the same pair in the other map differs.
+        let mut moved = a.clone();
+        moved.metadata.labels = None;
+        moved.metadata.annotations = a.metadata.labels.clone();
+        assert_ne!(config_fingerprint(&moved), fp);
     }
 }
