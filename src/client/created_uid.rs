@@ -14,7 +14,11 @@ const FOUND: &str = "uid found";
 /// was most of the cost of reading a create's answer.
 pub(super) fn created_uid(body: &[u8]) -> Result<Option<String>, serde_json::Error> {
     let mut uid = None;
-    let read = Object(&mut uid).deserialize(&mut serde_json::Deserializer::from_slice(body));
+    let reader = Reader {
+        uid: &mut uid,
+        in_metadata: false,
+    };
+    let read = reader.deserialize(&mut serde_json::Deserializer::from_slice(body));
     match (uid, read) {
         (Some(uid), _) => Ok(Some(uid)),
         (None, Ok(())) => Ok(None),
@@ -32,18 +36,20 @@ enum Key {
     Other,
 }
 
-/// The object (`Object`) or its metadata (`Meta`), writing the UID it finds.
-struct Object<'a>(&'a mut Option<String>);
-struct Meta<'a>(&'a mut Option<String>);
+/// The object (`in_metadata` false) or its metadata, writing the UID it finds there.
+struct Reader<'a> {
+    uid: &'a mut Option<String>,
+    in_metadata: bool,
+}
 
-impl<'de> DeserializeSeed<'de> for Object<'_> {
+impl<'de> DeserializeSeed<'de> for Reader<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for Object<'_> {
+impl<'de> Visitor<'de> for Reader<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
@@ -51,38 +57,17 @@ impl<'de> Visitor<'de> for Object<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<Key>()? {
             match key {
-                Key::Metadata => map.next_value_seed(Meta(&mut *self.0))?,
-                Key::Uid | Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Meta<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Meta<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("object metadata")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<Key>()? {
-            match key {
-                Key::Uid => {
-                    *self.0 = map.next_value()?;
-                    if self.0.is_some() {
+                Key::Metadata if !self.in_metadata => map.next_value_seed(Reader {
+                    uid: &mut *self.uid,
+                    in_metadata: true,
+                })?,
+                Key::Uid if self.in_metadata => {
+                    *self.uid = map.next_value()?;
+                    if self.uid.is_some() {
                         return Err(de::Error::custom(FOUND));
                     }
                 }
-                Key::Metadata | Key::Other => {
+                _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
