@@ -14,12 +14,21 @@ use std::collections::BTreeSet;
 use serde_json::{json, Map, Value};
 
 use super::decision::{Desired, Ownership};
-use crate::api::{APIService, FieldOwnership, FieldPath, Operation, Resource};
+use crate::api::{APIService, FieldOwnership, FieldPath, ObjectMeta, Operation, Resource};
 
 /// What the server sets in an APIService the manifest leaves unset
 /// (`SetDefaults_ServiceReference` in kube-aggregator's `apiregistration/v1/defaults.go`):
 /// a field our old `update` entry owns only because it was defaulted is not "ours".
 const DEFAULTS: &[(&[&str], i64)] = &[(&["spec", "service", "port"], 443)];
+
+/// The metadata a configuration declares beside labels and annotations; the types keep
+/// them among the unknown fields (`extra`).
+const DECLARED_EXTRA: [&str; 2] = ["finalizers", "ownerReferences"];
+
+/// `meta`'s `key` of [`DECLARED_EXTRA`], a null read as absent (as the server writes it).
+fn declared_extra<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a Value> {
+    meta.extra.get(key).filter(|v| !v.is_null())
+}
 
 /// Our applied configuration for one desired entry, and each field it declares.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,7 +57,7 @@ impl Applied {
         config.metadata.labels = obj.metadata.labels.clone();
         ownership.label(&mut config.metadata, desired.mode);
         config.metadata.annotations = obj.metadata.annotations.clone();
-        for key in ["finalizers", "ownerReferences"] {
+        for key in DECLARED_EXTRA {
             if let Some(v) = obj.metadata.extra.get(key) {
                 config.metadata.extra.insert(key.to_string(), v.clone());
             }
@@ -64,10 +73,6 @@ impl Applied {
     /// which the trees treat as absent; a configuration with any takes the comparison.
     pub fn holds_exactly(config: &APIService, current: &APIService) -> bool {
         let (c, o) = (&config.metadata, &current.metadata);
-        let same = |key: &str| {
-            let scoped = |v: &&Value| !v.is_null();
-            c.extra.get(key).filter(scoped) == o.extra.get(key).filter(scoped)
-        };
         config.spec.extra.is_empty()
             && config
                 .spec
@@ -77,8 +82,9 @@ impl Applied {
             && config.spec == current.spec
             && c.labels == o.labels
             && c.annotations == o.annotations
-            && same("finalizers")
-            && same("ownerReferences")
+            && DECLARED_EXTRA
+                .iter()
+                .all(|k| declared_extra(c, k) == declared_extra(o, k))
     }
 
     /// A configuration as it is: what it sets is what it declares.
@@ -257,8 +263,8 @@ fn scoped_object(obj: &APIService) -> Value {
             m.insert(key.into(), v);
         }
     }
-    for key in ["finalizers", "ownerReferences"] {
-        if let Some(v) = meta.extra.get(key).filter(|v| !v.is_null()) {
+    for key in DECLARED_EXTRA {
+        if let Some(v) = declared_extra(meta, key) {
             m.insert(key.into(), v.clone());
         }
     }
